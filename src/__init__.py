@@ -1,0 +1,1 @@
+"""scratchgpt: a causal multi-head-attention GPT written from tensors, trained with Lightning + Hydra."""

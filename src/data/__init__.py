@@ -1,0 +1,1 @@
+"""Data: the character tokenizer, the Tiny Shakespeare corpus and the Lightning DataModule."""

@@ -1,0 +1,67 @@
+"""Character tokenizer: the vocabulary is the sorted set of characters of the training text."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+class CharTokenizer:
+    """Maps each character to its index in the sorted vocabulary, and back.
+
+    It is plain data (`to_dict` / `from_dict`), so it travels inside every checkpoint and
+    sampling never needs the dataset.
+    """
+
+    def __init__(self, vocab: Iterable[str]):
+        self.vocab: list[str] = list(vocab)
+        if not self.vocab:
+            raise ValueError("the vocabulary is empty: the training text has no characters")
+        if any(len(ch) != 1 for ch in self.vocab) or len(set(self.vocab)) != len(self.vocab):
+            raise ValueError("a character vocabulary holds distinct single characters")
+        self.index = {ch: i for i, ch in enumerate(self.vocab)}
+
+    @classmethod
+    def from_text(cls, text: str) -> CharTokenizer:
+        return cls(sorted(set(text)))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    def unknown_characters(self, text: str) -> list[str]:
+        return sorted(set(text) - self.index.keys())
+
+    def encode(self, text: str) -> Tensor:
+        """str -> LongTensor (len(text),)."""
+        unknown = self.unknown_characters(text)
+        if unknown:
+            shown = ", ".join(repr(ch) for ch in unknown[:5])
+            more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+            raise ValueError(
+                f"{len(unknown)} character(s) not in the vocabulary: {shown}{more}; "
+                f"use only characters of the training text"
+            )
+        return torch.tensor([self.index[ch] for ch in text], dtype=torch.long)
+
+    def decode(self, ids: Tensor | Iterable[int]) -> str:
+        """ids (any shape flattened, or a list) -> str."""
+        if isinstance(ids, Tensor):
+            ids = ids.flatten().tolist()
+        return "".join(self.vocab[i] for i in ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"vocab": "".join(self.vocab)}
+
+    @classmethod
+    def from_dict(cls, state: dict[str, Any]) -> CharTokenizer:
+        return cls(state["vocab"])
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CharTokenizer) and other.vocab == self.vocab
+
+    def __repr__(self) -> str:
+        return f"CharTokenizer(vocab_size={self.vocab_size})"

@@ -1,0 +1,199 @@
+"""Causal self-attention, written as the formulas of the attention notes.
+
+    Q = X W_Q,   K = X W_K,   V = X W_V
+    scores   = Q K^T / sqrt(d_k)                     (T, T)
+    scores   = scores + M,  M[i, j] = -inf if j > i  (the causal mask, before the softmax)
+    weights  = softmax(scores)                       (each row sums to 1)
+    context  = weights V
+
+Every step exists here as plain tensor math. `fused=True` swaps the last four lines for
+`torch.nn.functional.scaled_dot_product_attention`, which computes the same numbers in one
+kernel but cannot hand the weights back; tests prove both paths equal.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from src.model.checks import check_heads
+from src.model.kv_cache import KVCache
+
+
+def causal_mask(T: int, device: torch.device | str | None = None) -> Tensor:
+    """Bool mask of shape (1, 1, T, T), True above the diagonal: position i may not see j > i.
+
+    The two leading ones broadcast over (batch, heads).
+    """
+    return torch.ones(T, T, dtype=torch.bool, device=device).triu(diagonal=1).view(1, 1, T, T)
+
+
+def softmax(scores: Tensor, dim: int = -1) -> Tensor:
+    """softmax(s)_j = exp(s_j - max s) / sum_k exp(s_k - max s).
+
+    Subtracting the row maximum changes nothing mathematically but keeps exp() from
+    overflowing; exp(-inf) = 0 is exactly how masked positions drop out.
+    """
+    shifted = scores - scores.amax(dim=dim, keepdim=True)
+    exp = shifted.exp()
+    return exp / exp.sum(dim=dim, keepdim=True)
+
+
+def scaled_dot_product_attention(
+    Q: Tensor,
+    K: Tensor,
+    V: Tensor,
+    mask: Tensor | None = None,
+    dropout: float = 0.0,
+    training: bool = False,
+) -> tuple[Tensor, Tensor]:
+    """The plain path: returns (context, weights).
+
+    Q: (..., T_q, d_k), K: (..., T_k, d_k), V: (..., T_k, d_v); mask is True where a query may
+    NOT attend and broadcasts to (..., T_q, T_k).
+    """
+    d_k = Q.shape[-1]
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)  # (..., T_q, T_k)
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))  # -inf *before* the softmax
+    weights = softmax(scores, dim=-1)  # (..., T_q, T_k), rows sum to 1
+    if dropout > 0.0 and training:
+        weights = F.dropout(weights, p=dropout)
+    context = weights @ V  # (..., T_q, d_v)
+    return context, weights
+
+
+def attention_without_parameters(X: Tensor, causal: bool = True) -> tuple[Tensor, Tensor]:
+    """The notes' conceptual baseline: Q = K = V = X, no trainable matrices.
+
+    Each position becomes a similarity-weighted average of the (earlier) positions. Useful to
+    see attention work before anything is learned. X: (..., T, d). Returns (context, weights).
+    """
+    mask = causal_mask(X.shape[-2], X.device)[0, 0] if causal else None
+    return scaled_dot_product_attention(X, X, X, mask=mask)
+
+
+def _init_projection(d_in: int, d_out: int, std: float = 0.02) -> nn.Parameter:
+    """A (d_in, d_out) matrix W so that a projection reads X @ W, as in the notes."""
+    return nn.Parameter(torch.randn(d_in, d_out) * std)
+
+
+class SingleHeadSelfAttention(nn.Module):
+    """One causal head with its own W_Q, W_K, W_V of shape (d_model, d_k).
+
+    Kept separate from the multi-head module because it is the clearest place to watch the
+    shapes flow: set `trace_shapes=True` and every intermediate shape is printed.
+    """
+
+    def __init__(self, d_model: int, d_k: int, dropout: float = 0.0, trace_shapes: bool = False):
+        super().__init__()
+        self.W_Q = _init_projection(d_model, d_k)
+        self.W_K = _init_projection(d_model, d_k)
+        self.W_V = _init_projection(d_model, d_k)
+        self.dropout = dropout
+        self.trace_shapes = trace_shapes
+
+    def _trace(self, name: str, tensor: Tensor) -> None:
+        if self.trace_shapes:
+            print(f"{name:>8}: {tuple(tensor.shape)}")
+
+    def forward(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        """X: (B, T, d_model) -> out (B, T, d_k), weights (B, T, T)."""
+        self._trace("X", X)
+        Q, K, V = X @ self.W_Q, X @ self.W_K, X @ self.W_V  # (B, T, d_k) each
+        self._trace("Q", Q)
+        self._trace("K", K)
+        self._trace("V", V)
+        mask = causal_mask(X.shape[1], X.device)[0]  # (1, T, T)
+        self._trace("mask", mask)
+        out, weights = scaled_dot_product_attention(Q, K, V, mask, self.dropout, self.training)
+        self._trace("weights", weights)
+        self._trace("out", out)
+        return out, weights
+
+
+class MultiHeadAttention(nn.Module):
+    """h causal heads in parallel, concatenated and projected by W_O.
+
+    The heads are not separate modules: W_Q, W_K, W_V are (d_model, d_model) and their output
+    is split into h slices of d_head = d_model / h columns by reshape + transpose.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = False,
+        output_projection: bool = True,
+        fused: bool = False,
+        out_std: float = 0.02,
+    ):
+        super().__init__()
+        check_heads(d_model, num_heads)
+        self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
+        self.W_Q = _init_projection(d_model, d_model)
+        self.W_K = _init_projection(d_model, d_model)
+        self.W_V = _init_projection(d_model, d_model)
+        self.b_QKV = nn.Parameter(torch.zeros(3, d_model)) if bias else None
+        # W_O mixes what the heads found; the notes' smallest model can go without it.
+        self.W_O = _init_projection(d_model, d_model, out_std) if output_projection else None
+        self.b_O = nn.Parameter(torch.zeros(d_model)) if bias and output_projection else None
+        self.dropout = dropout
+        self.fused = fused
+
+    def split_heads(self, X: Tensor) -> Tensor:
+        """(B, T, d_model) -> (B, h, T, d_head)."""
+        B, T, _ = X.shape
+        return X.reshape(B, T, self.num_heads, self.d_head).transpose(1, 2)
+
+    def merge_heads(self, X: Tensor) -> Tensor:
+        """(B, h, T, d_head) -> (B, T, d_model): the concatenation of the heads."""
+        B, _, T, _ = X.shape
+        return X.transpose(1, 2).reshape(B, T, self.d_model)
+
+    def forward(
+        self,
+        X: Tensor,
+        cache: KVCache | None = None,
+        layer: int = 0,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """X: (B, T, d_model) -> (out (B, T, d_model), weights (B, h, T, T_k) or None).
+
+        With a `cache`, X holds only the new positions; keys and values of earlier positions
+        come from the cache, so T_k = positions cached + T. `need_weights` forces the plain path.
+        """
+        Q, K, V = X @ self.W_Q, X @ self.W_K, X @ self.W_V  # (B, T, d_model) each
+        if self.b_QKV is not None:
+            Q, K, V = Q + self.b_QKV[0], K + self.b_QKV[1], V + self.b_QKV[2]
+        Q, K, V = self.split_heads(Q), self.split_heads(K), self.split_heads(V)  # (B, h, T, d_head)
+
+        start = 0
+        if cache is not None:
+            start = cache.length
+            K, V = cache.update(layer, K, V)  # (B, h, start + T, d_head)
+        T, T_k = Q.shape[2], K.shape[2]
+
+        dropout = self.dropout if self.training else 0.0
+        if self.fused and not need_weights:
+            weights = None
+            if start == 0:
+                context = F.scaled_dot_product_attention(Q, K, V, dropout_p=dropout, is_causal=True)
+            else:  # new queries sit at positions start..T_k-1: all earlier keys are visible
+                allowed = ~causal_mask(T_k, X.device)[..., start:, :] if T > 1 else None
+                context = F.scaled_dot_product_attention(Q, K, V, attn_mask=allowed, dropout_p=dropout)
+        else:
+            mask = causal_mask(T_k, X.device)[..., start:, :]  # the rows of the new positions
+            context, weights = scaled_dot_product_attention(Q, K, V, mask, dropout, self.training)
+        # context: (B, h, T, d_head)
+
+        out = self.merge_heads(context)  # (B, T, d_model)
+        if self.W_O is not None:
+            out = out @ self.W_O
+            if self.b_O is not None:
+                out = out + self.b_O
+        return out, weights

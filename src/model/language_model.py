@@ -1,0 +1,77 @@
+"""What every model here shares: ids in, logits for every position out, loss when targets are given.
+
+A subclass defines `hidden_states` (the architecture) and `logits` (the output layer); the
+forward pass, the KV cache and the attention maps then work the same for all of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from torch import Tensor, nn
+
+from src.model.kv_cache import KVCache
+from src.model.layers import cross_entropy
+
+
+class CausalLanguageModel(nn.Module):
+    """Base class of SeedGPT and GPT. `cfg` is the model's config dataclass."""
+
+    cfg: Any
+    num_layers: int
+
+    @property
+    def context_window(self) -> int:
+        return self.cfg.context_window
+
+    def config_dict(self) -> dict[str, Any]:
+        return asdict(self.cfg)
+
+    def new_kv_cache(self, batch_size: int) -> KVCache:
+        cfg = self.cfg
+        E = self.embedding.E
+        d_head = cfg.embedding_dim // cfg.num_heads
+        return KVCache(self.num_layers, batch_size, cfg.num_heads, cfg.context_window, d_head, E.device, E.dtype)
+
+    def check_length(self, idx: Tensor, cache: KVCache | None) -> int:
+        """Return the position of idx[:, 0]; refuse sequences longer than the context window."""
+        start = cache.length if cache is not None else 0
+        end = start + idx.shape[1]
+        if end > self.context_window:
+            raise ValueError(
+                f"sequence of {end} tokens is longer than context_window ({self.context_window}): "
+                f"crop it to the last {self.context_window}"
+            )
+        return start
+
+    def hidden_states(
+        self, idx: Tensor, cache: KVCache | None = None, need_weights: bool = False
+    ) -> tuple[Tensor, list[Tensor | None]]:
+        """idx (B, T) -> states fed to the output layer (B, T, d), each layer's attention weights."""
+        raise NotImplementedError
+
+    def logits(self, H: Tensor) -> Tensor:
+        """(B, T, d) -> (B, T, vocab_size)."""
+        raise NotImplementedError
+
+    def forward(
+        self, idx: Tensor, targets: Tensor | None = None, cache: KVCache | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        """idx, targets: (B, T) -> logits (B, T, vocab_size), mean cross-entropy or None."""
+        H, _ = self.hidden_states(idx, cache)
+        logits = self.logits(H)
+        if targets is None:
+            return logits, None
+        loss = cross_entropy(logits.flatten(0, 1), targets.flatten(), fused=self.cfg.fused)
+        return logits, loss
+
+    def attention_maps(self, idx: Tensor) -> list[Tensor]:
+        """Each layer's attention weights (B, h, T, T), from the plain path whatever `fused` says."""
+        _, weights = self.hidden_states(idx, need_weights=True)
+        return weights  # type: ignore[return-value]
+
+
+def count_parameters(model: nn.Module, trainable_only: bool = True) -> int:
+    """Number of scalars the optimizer updates (fixed buffers such as the sinusoidal PE excluded)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)

@@ -1,0 +1,83 @@
+"""Layer norm, positional encodings, GELU and cross-entropy against torch and the formulas."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from src.model.layers import (
+    MLP,
+    LayerNorm,
+    SinusoidalPositionalEncoding,
+    cross_entropy,
+    gelu,
+    positional_encoding,
+    sinusoidal_encoding,
+)
+
+
+@pytest.mark.parametrize("gain,bias", [(True, True), (True, False), (False, False)])
+def test_layer_norm_matches_torch(gain, bias):
+    torch.manual_seed(0)
+    ln = LayerNorm(10, gain=gain, bias=bias)
+    with torch.no_grad():
+        for p in ln.parameters():
+            p.normal_()
+    x = torch.randn(3, 5, 10) * 4 + 2
+    expected = F.layer_norm(x, (10,), ln.gain, ln.bias, eps=1e-5)
+    assert torch.allclose(ln(x), expected, atol=1e-5)
+    fused = LayerNorm(10, gain=gain, bias=bias, fused=True)
+    fused.load_state_dict(ln.state_dict())
+    assert torch.allclose(fused(x), expected, atol=1e-6)
+
+
+def test_layer_norm_uses_the_biased_variance():
+    x = torch.tensor([[1.0, 3.0]])  # mean 2, biased variance 1
+    y = LayerNorm(2, gain=False, bias=False)(x)
+    assert torch.allclose(y, torch.tensor([[-1.0, 1.0]]) / math.sqrt(1 + 1e-5))
+
+
+def test_sinusoidal_encoding_is_the_formula():
+    d = 6
+    pe = sinusoidal_encoding(50, d)
+    for pos in [0, 1, 7, 49]:
+        for i in range(d // 2):
+            angle = pos / 10000 ** (2 * i / d)
+            assert pe[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-6)
+            assert pe[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
+    assert sinusoidal_encoding(4, 5).shape == (4, 5)  # odd widths keep the last sine column
+
+
+def test_sinusoidal_encoding_is_a_buffer_not_a_parameter():
+    module = SinusoidalPositionalEncoding(8, 4)
+    assert list(module.parameters()) == []
+    assert "pe" in dict(module.named_buffers())
+    assert torch.equal(module(2, 3), sinusoidal_encoding(8, 4)[2:5])
+    assert len(list(positional_encoding("learned", 8, 4).parameters())) == 1
+    with pytest.raises(ValueError, match="'sinusoidal' or 'learned'"):
+        positional_encoding("rotary", 8, 4)
+
+
+def test_gelu_matches_torch():
+    x = torch.linspace(-6, 6, 101)
+    assert torch.allclose(gelu(x), F.gelu(x), atol=1e-6)
+
+
+def test_mlp_fused_equals_plain():
+    torch.manual_seed(0)
+    plain, fused = MLP(8, bias=True), MLP(8, bias=True, fused=True)
+    fused.load_state_dict(plain.state_dict())
+    x = torch.randn(2, 3, 8)
+    assert torch.allclose(plain(x), fused(x), atol=1e-6)
+
+
+def test_cross_entropy_matches_torch_and_is_stable():
+    torch.manual_seed(0)
+    logits, targets = torch.randn(20, 7) * 5, torch.randint(0, 7, (20,))
+    expected = F.cross_entropy(logits, targets)
+    assert torch.allclose(cross_entropy(logits, targets), expected, atol=1e-6)
+    assert torch.allclose(cross_entropy(logits, targets, fused=True), expected)
+    huge = torch.tensor([[1000.0, -1000.0]])
+    assert cross_entropy(huge, torch.tensor([1])).item() == pytest.approx(2000.0)
+    assert cross_entropy(huge, torch.tensor([0])).item() == pytest.approx(0.0)

@@ -1,0 +1,89 @@
+"""Generation: cropping to the window, the KV cache, and argument checks."""
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from src.model.sampling import check_sampling_args, generate, next_token_distribution
+from tests.conftest import VOCAB, tiny_model
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_kv_cache_generation_equals_uncached_also_past_the_window(kind, fused):
+    model = tiny_model(kind, fused)
+    prompt = torch.randint(0, VOCAB, (2, 3), generator=torch.Generator().manual_seed(0))
+    n = 3 * model.context_window  # well past the window
+    cached = generate(model, prompt, n, greedy=True, use_cache=True)
+    uncached = generate(model, prompt, n, greedy=True, use_cache=False)
+    assert cached.shape == (2, 3 + n)
+    assert torch.equal(cached, uncached)
+
+
+def test_cached_sampling_reproduces_uncached_with_the_same_generator():
+    model = tiny_model("gpt")
+    prompt = torch.tensor([1, 2, 3])
+    runs = [
+        generate(model, prompt, 30, temperature=0.9, top_k=5, use_cache=c, generator=torch.Generator().manual_seed(7))
+        for c in (True, False)
+    ]
+    assert torch.equal(runs[0], runs[1])
+
+
+def test_a_prompt_longer_than_the_window_is_cropped():
+    model = tiny_model("gpt")
+    long_prompt = torch.randint(0, VOCAB, (model.context_window * 2,))
+    out = generate(model, long_prompt, 5, greedy=True)
+    assert out.shape == (model.context_window * 2 + 5,)
+    assert torch.equal(out[: len(long_prompt)], long_prompt)
+
+
+def test_temperature_zero_is_greedy_and_the_model_mode_is_restored():
+    model = tiny_model("gpt").train()
+    prompt = torch.tensor([4, 5])
+    a = generate(model, prompt, 10, temperature=0.0)
+    b = generate(model, prompt, 10, greedy=True)
+    assert torch.equal(a, b) and model.training
+
+
+def test_top_k_and_top_p_keep_only_the_likely_tokens():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    assert torch.equal(next_token_distribution(logits, top_k=2) > 0, torch.tensor([[True, True, False, False]]))
+    nucleus = next_token_distribution(logits, top_p=0.7)
+    assert torch.equal(nucleus > 0, torch.tensor([[True, True, False, False]]))
+    assert torch.allclose(nucleus.sum(), torch.tensor(1.0))
+    assert torch.equal(next_token_distribution(logits, top_p=0.1) > 0, torch.tensor([[True, False, False, False]]))
+
+
+@pytest.mark.parametrize(
+    "kwargs,name",
+    [
+        (dict(max_new_tokens=-1), "max_new_tokens"),
+        (dict(temperature=-0.5), "temperature"),
+        (dict(top_k=0), "top_k"),
+        (dict(top_p=0.0), "top_p"),
+        (dict(top_p=1.5), "top_p"),
+    ],
+)
+def test_invalid_arguments_name_the_argument(kwargs, name):
+    model = tiny_model("gpt")
+    args = dict(max_new_tokens=5) | kwargs
+    with pytest.raises(ValueError, match=name):
+        generate(model, torch.tensor([1]), **args)
+
+
+@given(
+    max_new_tokens=st.integers(-5, 5),
+    temperature=st.floats(-2, 2) | st.just(float("nan")),
+    top_k=st.none() | st.integers(-3, 3),
+    top_p=st.none() | st.floats(-1, 2, allow_nan=False),
+)
+def test_argument_validation_accepts_exactly_the_valid_region(max_new_tokens, temperature, top_k, top_p):
+    valid = (
+        max_new_tokens >= 0 and temperature >= 0 and (top_k is None or top_k >= 1) and (top_p is None or 0 < top_p <= 1)
+    )
+    if valid:
+        check_sampling_args(max_new_tokens, temperature, top_k, top_p)
+    else:
+        with pytest.raises(ValueError):
+            check_sampling_args(max_new_tokens, temperature, top_k, top_p)
