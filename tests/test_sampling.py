@@ -5,7 +5,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from src.model.sampling import check_sampling_args, generate, next_token_distribution
+from src.model.sampling import check_sampling_args, generate, next_token_distribution, sample_from
 from tests.conftest import VOCAB, tiny_model
 
 
@@ -87,3 +87,11 @@ def test_argument_validation_accepts_exactly_the_valid_region(max_new_tokens, te
     else:
         with pytest.raises(ValueError):
             check_sampling_args(max_new_tokens, temperature, top_k, top_p)
+
+
+def test_sampling_draws_each_token_with_its_probability():
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05, 0.0])
+    draws = sample_from(probs.expand(40_000, 5), torch.Generator().manual_seed(0)).flatten()
+    freq = torch.bincount(draws, minlength=5) / len(draws)
+    assert torch.allclose(freq, probs, atol=0.01)  # ~4 standard errors at 40k draws
+    assert freq[4] == 0  # impossible tokens never come out

@@ -45,6 +45,17 @@ def next_token_distribution(
     return probs
 
 
+def sample_from(probs: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    """One id per row of probs (B, vocab) -> (B, 1), drawn with probability probs[i].
+
+    The exponential race: with E_i ~ Exp(1), argmax p_i / E_i is i with probability p_i (the
+    smallest of the Exp(p_i)-distributed E_i / p_i wins in proportion to its rate). It is exact
+    and far cheaper per token than torch.multinomial on a CPU.
+    """
+    race = torch.empty_like(probs).exponential_(1.0, generator=generator)
+    return (probs / race).argmax(dim=-1, keepdim=True)
+
+
 @torch.no_grad()
 def generate(
     model: CausalLanguageModel,
@@ -83,7 +94,7 @@ def generate(
             next_id = last.argmax(dim=-1, keepdim=True)  # (B, 1)
         else:
             probs = next_token_distribution(last, temperature, top_k, top_p)
-            next_id = torch.multinomial(probs, 1, generator=generator)  # (B, 1)
+            next_id = sample_from(probs, generator)  # (B, 1)
         ids = torch.cat([ids, next_id], dim=1)
     model.train(was_training)
     return ids[0] if squeeze else ids
