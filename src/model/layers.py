@@ -123,14 +123,15 @@ class MLP(nn.Module):
         return self.dropout(out)
 
 
-def cross_entropy(logits: Tensor, targets: Tensor, fused: bool = False) -> Tensor:
-    """Mean of -log softmax(logits)[target] over all positions.
+def cross_entropy(logits: Tensor, targets: Tensor, fused: bool = False, reduction: str = "mean") -> Tensor:
+    """-log softmax(logits)[target] per position, averaged unless reduction="none".
 
     logits: (N, V), targets: (N,). log softmax is computed as z - max - log sum exp(z - max),
     which never takes the log of an underflowed 0.
     """
     if fused:
-        return F.cross_entropy(logits, targets)
+        return F.cross_entropy(logits, targets, reduction=reduction)
     shifted = logits - logits.amax(dim=-1, keepdim=True)  # (N, V)
     log_probs = shifted - shifted.exp().sum(dim=-1, keepdim=True).log()  # (N, V)
-    return -log_probs.gather(1, targets.unsqueeze(1)).mean()
+    losses = -log_probs.gather(1, targets.unsqueeze(1)).squeeze(1)  # (N,)
+    return losses.mean() if reduction == "mean" else losses

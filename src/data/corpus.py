@@ -1,0 +1,98 @@
+"""Getting the training text: a user's file, the cached Tiny Shakespeare, or a first download.
+
+Tiny Shakespeare is downloaded once from its public source, checked against its sha256 and
+written atomically (temp file + rename), so an interrupted download never leaves a corrupt
+cache behind. Any other UTF-8 text file can be used through `data.path`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+TINY_SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
+TINY_SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+
+
+class DataError(ValueError):
+    """The training text is missing, unreadable or not what it should be; the message says the fix."""
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def cached_corpus_path(cache_dir: str | Path) -> Path:
+    return Path(cache_dir) / "tinyshakespeare" / "input.txt"
+
+
+def download(url: str, destination: Path, sha256: str, timeout: float = 30.0) -> None:
+    """Fetch url into destination atomically, refusing content whose checksum differs."""
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            payload = response.read()
+    except (urllib.error.URLError, TimeoutError, OSError) as err:
+        reason = getattr(err, "reason", err)
+        raise DataError(
+            f"could not download Tiny Shakespeare from {url} ({reason}); "
+            f"put the file at {destination} or set data.path=/path/to/your.txt"
+        ) from None
+    digest = hashlib.sha256(payload).hexdigest()
+    if digest != sha256:
+        raise DataError(
+            f"the download from {url} has sha256 {digest[:12]}..., expected {sha256[:12]}...; "
+            f"put the right file at {destination} or set data.path=/path/to/your.txt"
+        )
+    fd, tmp = tempfile.mkstemp(dir=destination.parent, prefix=".download-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+        os.replace(tmp, destination)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def resolve_corpus(
+    path: str | Path | None,
+    cache_dir: str | Path,
+    url: str = TINY_SHAKESPEARE_URL,
+    sha256: str = TINY_SHAKESPEARE_SHA256,
+) -> Path:
+    """The text file to train on: `path` if given, else the verified cache, else a download."""
+    if path is not None:
+        user_file = Path(path).expanduser()
+        if not user_file.is_file():
+            raise DataError(f"data.path={path} does not exist or is not a file: point data.path at a UTF-8 text file")
+        return user_file
+    cached = cached_corpus_path(cache_dir)
+    if cached.is_file():
+        digest = sha256_of(cached)
+        if digest != sha256:
+            raise DataError(
+                f"{cached} has sha256 {digest[:12]}..., not Tiny Shakespeare's {sha256[:12]}...; "
+                f"delete it to download it again, or set data.path=/path/to/your.txt"
+            )
+        return cached
+    download(url, cached, sha256)
+    return cached
+
+
+def read_text(path: Path) -> str:
+    """The file's text; empty or non-UTF-8 files are refused with the fix."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DataError(
+            f"{path} is not UTF-8 text (byte {err.start} is invalid): convert it to UTF-8 or choose another data.path"
+        ) from None
+    except OSError as err:
+        raise DataError(f"cannot read {path} ({err.strerror}): check the path and its permissions") from None
+    if not text:
+        raise DataError(f"{path} is empty: choose a text file with content for data.path")
+    return text

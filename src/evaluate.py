@@ -1,0 +1,61 @@
+"""`python -m src.evaluate ckpt_path=...`: exact loss, bpc, perplexity and accuracy of a checkpoint."""
+
+from __future__ import annotations
+
+import sys
+
+import lightning as L
+from omegaconf import DictConfig
+
+from src.cli import hydra_entry
+from src.data.datamodule import ShakespeareDataModule
+from src.generate import pick_device
+from src.training.checkpoint import find_checkpoint, load_lit_model, read_checkpoint
+
+
+@hydra_entry(config_name="evaluate")
+def main(cfg: DictConfig) -> dict[str, float]:
+    path = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir)
+    print(f"checkpoint: {path}", file=sys.stderr)
+    checkpoint = read_checkpoint(path)
+    lit = load_lit_model(path)
+    split = lit.hparams.get("data") or {}
+    datamodule = ShakespeareDataModule(
+        context_window=lit.model.context_window,
+        batch_size=cfg.batch_size,
+        val_batch_size=cfg.batch_size,
+        path=cfg.data_path if cfg.data_path is not None else split.get("path"),
+        cache_dir=cfg.paths.data_dir,
+        val_fraction=split.get("val_fraction", 0.1),
+        test_fraction=split.get("test_fraction", 0.0),
+        tokenizer=lit.tokenizer,
+    )
+    datamodule.prepare_data()
+    datamodule.setup()
+    device = pick_device(cfg.device)
+    trainer = L.Trainer(
+        accelerator="gpu" if device.type == "cuda" else "cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        use_distributed_sampler=False,
+    )
+    results: dict[str, float] = {}
+    for stage in [trainer.validate] + ([trainer.test] if "test" in datamodule.splits else []):
+        stage(lit, datamodule=datamodule, verbose=False)
+        results.update({k: float(v) for k, v in trainer.callback_metrics.items()})
+    print(f"step {checkpoint.get('global_step', '?')} of {lit.hparams.model['kind']}")
+    print(f"{'split':<6} {'loss':>8} {'bpc':>7} {'ppl':>7} {'acc':>7}")
+    for s in ("val", "test"):
+        if f"{s}/loss" in results:
+            print(
+                f"{s:<6} {results[f'{s}/loss']:>8.4f} {results[f'{s}/bpc']:>7.3f} "
+                f"{results[f'{s}/ppl']:>7.2f} {results[f'{s}/acc']:>7.3f}"
+            )
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Training: the LightningModule, its optimizer and schedule, callbacks and checkpoints."""

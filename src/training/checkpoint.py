@@ -1,0 +1,85 @@
+"""Finding and loading checkpoints, with errors that say what to do instead of a torch trace."""
+
+from __future__ import annotations
+
+import pickle
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from src.training.lit_gpt import LitGPT
+
+
+class CheckpointError(ValueError):
+    """A checkpoint is missing, unreadable or does not fit; the message names the fix."""
+
+
+def _newest(paths: list[Path]) -> Path | None:
+    return max(paths, key=lambda p: p.stat().st_mtime, default=None)
+
+
+def find_checkpoint(spec: str | Path | None, outputs_dir: str | Path, prefer: str = "best") -> Path:
+    """A checkpoint file from what the user typed.
+
+    - a file: that file;
+    - a run directory: its checkpoints/<prefer>.ckpt, else the other of best/last;
+    - "last": the newest last.ckpt under outputs_dir;
+    - None: the run under outputs_dir with the newest checkpoint, its <prefer>.ckpt.
+    """
+    outputs_dir = Path(outputs_dir)
+    order = [f"{prefer}.ckpt", "last.ckpt" if prefer == "best" else "best.ckpt"]
+    if spec is None or str(spec) == "last":
+        pattern = "last.ckpt" if spec == "last" else "*.ckpt"
+        newest = _newest(list(outputs_dir.glob(f"**/checkpoints/{pattern}")))
+        if newest is None:
+            raise CheckpointError(
+                f"no checkpoint under {outputs_dir}: train one with `python -m src.train` or pass ckpt_path=<file>"
+            )
+        if spec == "last":
+            return newest
+        spec = newest.parent.parent  # the run directory
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        for name in order:
+            for candidate in (path / "checkpoints" / name, path / name):
+                if candidate.is_file():
+                    return candidate
+        raise CheckpointError(f"no {' or '.join(order)} in {path}: pass ckpt_path=<a .ckpt file> or a run directory")
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist: pass ckpt_path=<a .ckpt file> or a run directory")
+    return path
+
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """The checkpoint's dict, refusing truncated files and files that are not our checkpoints."""
+    path = Path(path)
+    try:
+        # Lightning checkpoints hold plain containers, tensors and numbers: the safe loader reads them.
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except (EOFError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, OSError) as err:
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointError(
+            f"{path} is truncated or not a checkpoint ({first_line[:120]}): "
+            f"use another checkpoint, e.g. the run's checkpoints/best.ckpt or last.ckpt"
+        ) from None
+    hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
+    if not isinstance(hparams, dict) or "model" not in hparams or "tokenizer" not in hparams:
+        raise CheckpointError(f"{path} is not a scratchgpt checkpoint (no model config and tokenizer inside)")
+    return checkpoint
+
+
+def load_lit_model(path: str | Path) -> LitGPT:
+    """Rebuild LitGPT from a checkpoint alone: model config, tokenizer and weights."""
+    checkpoint = read_checkpoint(path)
+    hparams = checkpoint["hyper_parameters"]
+    lit = LitGPT(**{k: hparams[k] for k in ("model", "tokenizer", "optimizer", "data") if k in hparams})
+    try:
+        lit.load_state_dict(checkpoint["state_dict"])
+    except (KeyError, RuntimeError) as err:
+        raise CheckpointError(
+            f"{path} has weights that do not fit its own model config ({type(err).__name__})"
+        ) from None
+    lit.eval()
+    return lit

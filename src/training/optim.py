@@ -1,0 +1,60 @@
+"""Optimizers and the learning-rate schedule: AdamW (or the notes' plain SGD), warmup + cosine."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from src.model.embedding import TokenAndPositionEmbedding
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Weight decay on the weight matrices only: never on biases, norm gains or embeddings."""
+    embeddings = {id(p) for m in model.modules() if isinstance(m, TokenAndPositionEmbedding) for p in m.parameters()}
+    decay, no_decay = [], []
+    for p in model.parameters():
+        (decay if p.dim() >= 2 and id(p) not in embeddings else no_decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+@dataclass
+class WarmupCosine:
+    """Multiplier of the base learning rate at optimizer step `step`.
+
+    Linear warmup over `warmup_steps`, then a cosine from 1 down to `min_ratio` at
+    `decay_steps`, then flat. A callable object (not a lambda) so LambdaLR saves its state.
+    """
+
+    warmup_steps: int
+    decay_steps: int
+    min_ratio: float
+
+    def __call__(self, step: int) -> float:
+        if step < self.warmup_steps:
+            return (step + 1) / (self.warmup_steps + 1)
+        if step >= self.decay_steps:
+            return self.min_ratio
+        progress = (step - self.warmup_steps) / max(1, self.decay_steps - self.warmup_steps)
+        return self.min_ratio + 0.5 * (1.0 + math.cos(math.pi * progress)) * (1.0 - self.min_ratio)
+
+
+def build_optimizer(model: nn.Module, cfg: Mapping[str, Any]) -> torch.optim.Optimizer:
+    name, lr = cfg["name"], cfg["lr"]
+    groups = parameter_groups(model, cfg.get("weight_decay", 0.0))
+    if name == "adamw":
+        fused = cfg.get("fused", True)
+        return torch.optim.AdamW(groups, lr=lr, betas=tuple(cfg.get("betas", (0.9, 0.999))), fused=fused or None)
+    if name == "sgd":
+        return torch.optim.SGD(groups, lr=lr, momentum=cfg.get("momentum", 0.0))
+    raise ValueError(f"optimizer.name must be 'adamw' or 'sgd', got {name!r}")
+
+
+def build_schedule(optimizer: torch.optim.Optimizer, cfg: Mapping[str, Any]) -> torch.optim.lr_scheduler.LambdaLR:
+    min_lr, lr = cfg.get("min_lr", cfg["lr"]), cfg["lr"]
+    shape = WarmupCosine(cfg.get("warmup_steps", 0), cfg["decay_steps"], min_lr / lr)
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, shape)

@@ -1,0 +1,59 @@
+"""Shared by the tests: where the corpus is, and running the CLIs as a user does."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from src.data.corpus import TINY_SHAKESPEARE_SHA256, sha256_of
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def shakespeare_file() -> Path:
+    """The Tiny Shakespeare copy that set-up placed in the project's data cache."""
+    for candidate in (
+        ROOT / "data" / "tinyshakespeare" / "input.txt",
+        ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt",
+    ):
+        if candidate.is_file() and sha256_of(candidate) == TINY_SHAKESPEARE_SHA256:
+            return candidate
+    raise FileNotFoundError("Tiny Shakespeare is not in data/tinyshakespeare/: run the tests through `make test`")
+
+
+def run_cli(module: str, *overrides: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`python -m src.<module> <overrides>` from the project root, as a user types it."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    full_env.pop("HYDRA_FULL_ERROR", None)
+    return subprocess.run(
+        [sys.executable, "-m", f"src.{module}", *overrides],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+    )
+
+
+def tiny_training(log_dir: Path, *extra: str) -> list[str]:
+    """Overrides for a model and run small enough for a test (seconds, not minutes)."""
+    return [
+        f"paths.log_dir={log_dir}",
+        f"data.path={shakespeare_file()}",
+        "model.context_window=16",
+        "model.embedding_dim=32",
+        "model.num_heads=2",
+        "model.num_layers=1",
+        "data.batch_size=8",
+        "data.val_fraction=0.02",
+        "trainer.max_steps=40",
+        "optimizer.lr=1e-2",
+        "optimizer.warmup_steps=5",
+        "trainer.val_check_interval=20",
+        "trainer.log_every_n_steps=1",
+        "sample.max_new_tokens=40",
+        "progress_bar=false",
+        *extra,
+    ]

@@ -1,0 +1,99 @@
+"""The commands as a user runs them: train, then sample, evaluate and resume from its checkpoint."""
+
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from tests.helpers import run_cli, tiny_training
+
+
+def scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar TensorBoard would show for the run: tag -> [(step, value)]."""
+    events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
+    events.Reload()
+    return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> tuple[Path, str]:
+    log_dir = tmp_path_factory.mktemp("outputs")
+    run_dir = log_dir / "run"
+    result = run_cli("train", *tiny_training(log_dir, f"hydra.run.dir={run_dir}"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return run_dir, result.stdout + result.stderr
+
+
+def test_training_leaves_checkpoints_events_config_and_a_sample(trained):
+    run_dir, output = trained
+    assert (run_dir / "checkpoints" / "best.ckpt").is_file()
+    assert (run_dir / "checkpoints" / "last.ckpt").is_file()
+    assert (run_dir / ".hydra" / "config.yaml").is_file()
+    assert "sample:\nROMEO:" in output
+    assert "Traceback" not in output
+
+
+def test_tensorboard_has_the_validation_metrics_and_the_loss_falls(trained):
+    run_dir, _ = trained
+    s = scalars(run_dir)
+    for tag in [
+        "train/loss",
+        "val/loss",
+        "val/ppl",
+        "val/bpc",
+        "val/acc",
+        "train/lr",
+        "train/tokens_per_sec",
+        "hp_metric",
+    ]:
+        assert tag in s, tag
+    assert [step for step, _ in s["val/loss"]] == [20, 40]
+    losses = [v for _, v in s["train/loss"]]
+    assert len(losses) >= 39
+    assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.5  # it learns
+    val = dict(s["val/loss"])
+    assert abs(dict(s["val/bpc"])[40] - val[40] / 0.6931471805599453) < 1e-4
+
+
+def test_generate_from_the_run_directory(trained):
+    run_dir, _ = trained
+    result = run_cli("generate", f"ckpt_path={run_dir}", "prompt='To be, or not '", "max_new_tokens=30", "seed=1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("To be, or not ")
+    assert len(result.stdout.rstrip("\n")) == len("To be, or not ") + 30
+    assert "best.ckpt" in result.stderr
+    again = run_cli("generate", f"ckpt_path={run_dir}", "prompt='To be, or not '", "max_new_tokens=30", "seed=1")
+    assert again.stdout == result.stdout  # a seed makes sampling reproducible
+
+
+def test_generate_without_ckpt_path_uses_the_newest_run_and_says_which(trained):
+    run_dir, _ = trained
+    result = run_cli("generate", f"paths.log_dir={run_dir.parent}", "max_new_tokens=5", "greedy=true")
+    assert result.returncode == 0, result.stderr
+    assert str(run_dir / "checkpoints" / "best.ckpt") in result.stderr
+
+
+def test_evaluate_prints_exact_metrics(trained):
+    run_dir, _ = trained
+    result = run_cli("evaluate", f"ckpt_path={run_dir / 'checkpoints' / 'best.ckpt'}")
+    assert result.returncode == 0, result.stderr
+    row = next(line for line in result.stdout.splitlines() if line.startswith("val "))
+    loss, bpc, ppl, acc = map(float, row.split()[1:])
+    best = min(v for _, v in scalars(run_dir)["val/loss"])
+    assert loss == pytest.approx(best, abs=1e-4)  # the same windows as in training
+    assert bpc == pytest.approx(loss / 0.6931471805599453, abs=1e-3) and 0 < acc < 1
+
+
+def test_resume_continues_from_the_saved_step(trained, tmp_path):
+    run_dir, _ = trained
+    copy = tmp_path / "run"
+    import shutil
+
+    shutil.copytree(run_dir, copy)
+    result = run_cli("train", f"ckpt_path={copy}", "trainer.max_steps=60", "sample.max_new_tokens=0")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"resuming from {copy / 'checkpoints' / 'last.ckpt'}" in result.stdout + result.stderr
+    s = scalars(copy)
+    assert [step for step, _ in s["val/loss"]] == [20, 40, 60]  # same run, one curve
+    steps = [step for step, _ in s["train/loss"]]
+    assert steps.count(45) == 1 and 20 not in steps[39:]  # continued at 40, not from 0
