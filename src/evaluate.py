@@ -5,20 +5,21 @@ from __future__ import annotations
 import sys
 
 import lightning as L
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from omegaconf import DictConfig
 
 from src.cli import hydra_entry
 from src.data.datamodule import ShakespeareDataModule
 from src.generate import pick_device
-from src.training.checkpoint import find_checkpoint, load_lit_model, read_checkpoint
+from src.training.checkpoint import find_checkpoint
+from src.training.lit_gpt import LitGPT
 
 
-@hydra_entry(config_name="evaluate")
+@hydra_entry(config_name="evaluate", user_errors=(MisconfigurationException,))
 def main(cfg: DictConfig) -> dict[str, float]:
     path = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir)
+    lit = LitGPT.from_checkpoint(path)
     print(f"checkpoint: {path}", file=sys.stderr)
-    checkpoint = read_checkpoint(path)
-    lit = load_lit_model(path)
     split = lit.hparams.get("data") or {}
     datamodule = ShakespeareDataModule(
         context_window=lit.model.context_window,
@@ -46,7 +47,7 @@ def main(cfg: DictConfig) -> dict[str, float]:
     for stage in [trainer.validate] + ([trainer.test] if "test" in datamodule.splits else []):
         stage(lit, datamodule=datamodule, verbose=False)
         results.update({k: float(v) for k, v in trainer.callback_metrics.items()})
-    print(f"step {checkpoint.get('global_step', '?')} of {lit.hparams.model['kind']}")
+    print(f"{lit.hparams.model['kind']} after {lit.trained_steps} steps")
     print(f"{'split':<6} {'loss':>8} {'bpc':>7} {'ppl':>7} {'acc':>7}")
     for s in ("val", "test"):
         if f"{s}/loss" in results:

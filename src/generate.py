@@ -8,8 +8,8 @@ import torch
 from omegaconf import DictConfig
 
 from src.cli import hydra_entry
-from src.model.sampling import check_sampling_args
-from src.training.checkpoint import find_checkpoint, load_lit_model
+from src.model.sampling import check_sampling_args, sample_text
+from src.training.checkpoint import find_checkpoint, load_trained
 
 
 def pick_device(setting: str) -> torch.device:
@@ -24,10 +24,22 @@ def pick_device(setting: str) -> torch.device:
 def main(cfg: DictConfig) -> str:
     check_sampling_args(cfg.max_new_tokens, cfg.temperature, cfg.top_k, cfg.top_p)  # before loading anything
     path = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir)
-    print(f"checkpoint: {path}", file=sys.stderr)
-    lit = load_lit_model(path).to(pick_device(cfg.device))
+    trained = load_trained(path)
+    trained.model.to(pick_device(cfg.device))
     prompt = cfg.prompt.replace("\\n", "\n")  # a typed \n means a new line
-    text = lit.sample(prompt, cfg.max_new_tokens, cfg.temperature, cfg.top_k, cfg.top_p, cfg.greedy, cfg.seed)
+    trained.tokenizer.encode(prompt)  # refuse unknown characters before printing anything
+    print(f"checkpoint: {path} (step {trained.global_step})", file=sys.stderr)
+    text = sample_text(
+        trained.model,
+        trained.tokenizer,
+        prompt,
+        cfg.max_new_tokens,
+        cfg.temperature,
+        cfg.top_k,
+        cfg.top_p,
+        cfg.greedy,
+        cfg.seed,
+    )
     print(text)
     return text
 

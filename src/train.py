@@ -5,19 +5,25 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
 from hydra.utils import instantiate
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from omegaconf import DictConfig, OmegaConf
 
-from src.cli import compose, hydra_entry
+from src.cli import compose, fail, hydra_entry
 from src.data.datamodule import ShakespeareDataModule
 from src.data.tokenizer import CharTokenizer
 from src.model.language_model import count_parameters
-from src.training.checkpoint import CheckpointError, find_checkpoint, load_lit_model, read_checkpoint
+from src.model.sampling import sample_text
+from src.training.callbacks import GracefulInterrupt, TrainingInterrupted
+from src.training.checkpoint import CheckpointError, find_checkpoint, load_trained, read_checkpoint
+from src.training.checkpoint_io import AtomicCheckpointIO
 from src.training.lit_gpt import LitGPT
 
 log = logging.getLogger(__name__)
@@ -35,6 +41,13 @@ def check_accelerator(trainer_cfg: DictConfig) -> None:
             "trainer=gpu asks for a GPU but none is available: use trainer=cpu, "
             "or trainer=default, which takes a GPU only when there is one"
         )
+
+
+def check_optimizer(optimizer_cfg: DictConfig) -> None:
+    if optimizer_cfg.name not in ("adamw", "sgd"):
+        raise ValueError(f"optimizer.name must be adamw or sgd, got {optimizer_cfg.name!r}: use optimizer=adamw or sgd")
+    if not optimizer_cfg.lr > 0:
+        raise ValueError(f"optimizer.lr must be positive, got {optimizer_cfg.lr}")
 
 
 def check_same_model(saved: dict[str, Any], requested: dict[str, Any], path: Path) -> None:
@@ -60,51 +73,97 @@ def tensorboard_hparams(cfg: DictConfig, num_parameters: int) -> dict[str, Any]:
     }
 
 
-def train(cfg: DictConfig) -> float:
-    """Train as configured; return the best validation loss (what sweepers minimise)."""
-    L.seed_everything(cfg.seed, workers=True, verbose=False)
+@dataclass
+class Setup:
+    """Everything a run needs, built and checked before training starts."""
+
+    datamodule: ShakespeareDataModule
+    lit: LitGPT
+    resume: Path | None
+
+
+def set_up(cfg: DictConfig) -> Setup:
+    """Check the config and build the data and model; raises ValueError naming the fix."""
+    check_accelerator(cfg.trainer)
+    check_optimizer(cfg.optimizer)
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
     data_cfg = OmegaConf.to_container(cfg.data, resolve=True)
-
     resume, tokenizer = None, None
     if cfg.ckpt_path is not None:
         resume = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir, prefer="last")
         saved = read_checkpoint(resume)["hyper_parameters"]
         check_same_model(saved["model"], model_cfg, resume)
         tokenizer = CharTokenizer.from_dict(saved["tokenizer"])
-
     datamodule = ShakespeareDataModule(**data_cfg, tokenizer=tokenizer)
     datamodule.prepare_data()
     datamodule.setup("fit")
-    split = {k: data_cfg[k] for k in ("path", "val_fraction", "test_fraction")}
     lit = LitGPT(
         model=model_cfg,
         tokenizer=datamodule.tokenizer.to_dict(),
         optimizer=OmegaConf.to_container(cfg.optimizer, resolve=True),
-        data=split,
+        data={k: data_cfg[k] for k in ("path", "val_fraction", "test_fraction")},
     )
+    return Setup(datamodule, lit, resume)
 
-    check_accelerator(cfg.trainer)
+
+def check_writable(directory: str | Path) -> None:
+    """The nearest existing folder of `directory` must take a new file (probed, then removed)."""
+    path = Path(directory).expanduser().absolute()
+    existing = next(p for p in [path, *path.parents] if p.exists())
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(f"{existing} is a file")
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as err:
+        raise ValueError(
+            f"cannot write the run to {path} ({err.strerror or err}): "
+            f"choose a writable folder with paths.log_dir=... or hydra.run.dir=..."
+        ) from None
+
+
+def precheck(cfg: DictConfig, argv: list[str]) -> None:
+    """Refuse a bad single run before Hydra creates its directory: nothing is written."""
+    run_dirs = [a.split("=", 1)[1] for a in argv if a.startswith("hydra.run.dir=")]
+    check_writable(run_dirs[-1] if run_dirs else cfg.paths.log_dir)
+    set_up(cfg)
+
+
+def train(cfg: DictConfig) -> float:
+    """Train as configured; return the best validation loss (what sweepers minimise)."""
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    setup = set_up(cfg)
+    datamodule, lit, resume = setup.datamodule, setup.lit, setup.resume
+
     bar = show_progress_bar(cfg.progress_bar)
     callbacks = [
         instantiate(c) for name, c in cfg.callbacks.items() if c is not None and (bar or name != "progress_bar")
     ]
     logger = instantiate(cfg.logger)
-    trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=logger, enable_progress_bar=bar)
+    trainer: L.Trainer = instantiate(
+        cfg.trainer,
+        callbacks=[*callbacks, GracefulInterrupt()],
+        logger=logger,
+        enable_progress_bar=bar,
+        plugins=[AtomicCheckpointIO()],
+    )
     num_parameters = count_parameters(lit.model)
     logger.log_hyperparams(tensorboard_hparams(cfg, num_parameters))
 
     if trainer.is_global_zero:
         n_train, n_val = len(datamodule.splits["train"]), len(datamodule.splits["val"])
         log.info(
-            f"{model_cfg['kind']}: {num_parameters / 1e6:.2f}M parameters | vocab {datamodule.tokenizer.vocab_size} "
+            f"{cfg.model.kind}: {num_parameters / 1e6:.2f}M parameters | vocab {datamodule.tokenizer.vocab_size} "
             f"| train {n_train:,} / val {n_val:,} characters | {trainer.max_steps} steps of "
             f"{cfg.data.batch_size}x{cfg.model.context_window} tokens | run dir {cfg.paths.output_dir}"
         )
         if resume is not None:
             log.info(f"resuming from {resume}")
-    trainer.fit(lit, datamodule=datamodule, ckpt_path=str(resume) if resume else None)
-
+    try:
+        trainer.fit(lit, datamodule=datamodule, ckpt_path=str(resume) if resume else None)
+    except TrainingInterrupted as stop:
+        status = 130 if stop.signal_name == "SIGINT" else 143
+        fail(f"{stop}; resume with: python -m src.train ckpt_path={cfg.paths.output_dir}", status=status)
     checkpointing = trainer.checkpoint_callback
     best_path = getattr(checkpointing, "best_model_path", "") if checkpointing is not None else ""
     best_loss = lit.best_val_loss
@@ -112,10 +171,11 @@ def train(cfg: DictConfig) -> float:
         log.info(f"best val loss {best_loss:.4f} -> {best_path}")
         s = cfg.sample
         if s.max_new_tokens > 0:
-            text = load_lit_model(best_path).sample(
-                s.prompt, s.max_new_tokens, s.temperature, s.top_k, s.top_p, seed=cfg.seed
+            best = load_trained(best_path)
+            sample = sample_text(
+                best.model, best.tokenizer, s.prompt, s.max_new_tokens, s.temperature, s.top_k, s.top_p, seed=cfg.seed
             )
-            log.info("sample:\n" + text)
+            log.info("sample:\n" + sample)
         log.info("watch it: tensorboard --logdir outputs")
     return best_loss
 
@@ -148,7 +208,9 @@ def continue_run(argv: list[str]) -> list[str]:
     return [*latest.values(), f"ckpt_path={checkpoint}", f"hydra.run.dir={run_dir}"]
 
 
-@hydra_entry(config_name="train", rewrite_argv=continue_run)
+@hydra_entry(
+    config_name="train", rewrite_argv=continue_run, precheck=precheck, user_errors=(MisconfigurationException,)
+)
 def main(cfg: DictConfig) -> float:
     return train(cfg)
 

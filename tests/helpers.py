@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
 from src.data.corpus import TINY_SHAKESPEARE_SHA256, sha256_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,3 +59,10 @@ def tiny_training(log_dir: Path, *extra: str) -> list[str]:
         "progress_bar=false",
         *extra,
     ]
+
+
+def scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar TensorBoard would show for the run: tag -> [(step, value)]."""
+    events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
+    events.Reload()
+    return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}

@@ -1,27 +1,8 @@
 """The commands as a user runs them: train, then sample, evaluate and resume from its checkpoint."""
 
-from pathlib import Path
-
 import pytest
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from tests.helpers import run_cli, tiny_training
-
-
-def scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
-    """Every scalar TensorBoard would show for the run: tag -> [(step, value)]."""
-    events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
-    events.Reload()
-    return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> tuple[Path, str]:
-    log_dir = tmp_path_factory.mktemp("outputs")
-    run_dir = log_dir / "run"
-    result = run_cli("train", *tiny_training(log_dir, f"hydra.run.dir={run_dir}"))
-    assert result.returncode == 0, result.stderr[-3000:]
-    return run_dir, result.stdout + result.stderr
+from tests.helpers import run_cli, scalars
 
 
 def test_training_leaves_checkpoints_events_config_and_a_sample(trained):

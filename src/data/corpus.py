@@ -32,7 +32,6 @@ def cached_corpus_path(cache_dir: str | Path) -> Path:
 
 def download(url: str, destination: Path, sha256: str, timeout: float = 30.0) -> None:
     """Fetch url into destination atomically, refusing content whose checksum differs."""
-    destination.parent.mkdir(parents=True, exist_ok=True)
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             payload = response.read()
@@ -48,6 +47,7 @@ def download(url: str, destination: Path, sha256: str, timeout: float = 30.0) ->
             f"the download from {url} has sha256 {digest[:12]}..., expected {sha256[:12]}...; "
             f"put the right file at {destination} or set data.path=/path/to/your.txt"
         )
+    destination.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=destination.parent, prefix=".download-")
     try:
         with os.fdopen(fd, "wb") as f:

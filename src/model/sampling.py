@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from src.data.tokenizer import CharTokenizer
 from src.model.language_model import CausalLanguageModel
 
 
@@ -98,3 +99,22 @@ def generate(
         ids = torch.cat([ids, next_id], dim=1)
     model.train(was_training)
     return ids[0] if squeeze else ids
+
+
+def sample_text(
+    model: CausalLanguageModel,
+    tokenizer: CharTokenizer,
+    prompt: str,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    greedy: bool = False,
+    seed: int | None = None,
+) -> str:
+    """The prompt continued by max_new_tokens characters; the same seed gives the same text."""
+    device = next(model.parameters()).device
+    prompt_ids = tokenizer.encode(prompt).to(device)  # unknown characters: ValueError naming them
+    generator = torch.Generator(device).manual_seed(seed) if seed is not None else None
+    ids = generate(model, prompt_ids, max_new_tokens, temperature, top_k, top_p, greedy, generator=generator)
+    return tokenizer.decode(ids)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -67,3 +70,61 @@ class ValidationReport(L.Callback):
             line += f" | {m['train/tokens_per_sec']:,.0f} tokens/s"
         bar = trainer.progress_bar_callback
         (bar.print if bar is not None and bar.is_enabled else print)(line)
+
+
+class TrainingInterrupted(Exception):
+    """Raised right after the interrupt checkpoint is written, so nothing runs or saves after it."""
+
+    def __init__(self, signal_name: str, step: int, saved_to: Path):
+        super().__init__(f"{signal_name} at step {step}: saved {saved_to}")
+        self.signal_name, self.step, self.saved_to = signal_name, step, saved_to
+
+
+class GracefulInterrupt(L.Callback):
+    """Ctrl-C (SIGINT) or SIGTERM: finish the step in flight, save last.ckpt, stop.
+
+    The checkpoint holds everything a resume needs (weights, optimizer, schedule, step, data
+    position, RNG), so `python -m src.train ckpt_path=<run dir>` carries on as if nothing
+    happened. A second signal stops at once; the atomic checkpoint writes keep the files whole.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self.previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.received is not None:  # asked twice: stop now
+            self._restore()
+            raise KeyboardInterrupt
+        self.received = signal.Signals(signum).name
+
+    def _restore(self) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+        self.previous = {}
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        # Every rank must stop at the same step, whichever of them got the signal.
+        if not trainer.strategy.reduce_boolean_decision(self.received is not None, all=False):
+            return
+        checkpointing = trainer.checkpoint_callback
+        directory = getattr(checkpointing, "dirpath", None) or Path(trainer.default_root_dir) / "checkpoints"
+        saved_to = Path(directory) / "last.ckpt"
+        trainer.save_checkpoint(saved_to, weights_only=False)  # a full, resumable state
+        # Lightning writes this step's metrics right after this hook, which the raise below
+        # skips: write them now so the curve has no hole where the run was interrupted.
+        trainer._logger_connector.update_train_step_metrics()
+        # Stop here: letting the loop wind down would validate and re-save last.ckpt with a
+        # different loop state, and the resumed run would no longer replay the same steps.
+        raise TrainingInterrupted(self.received or "SIGTERM", trainer.global_step, saved_to)
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        self._restore()

@@ -1,15 +1,22 @@
-"""Finding and loading checkpoints, with errors that say what to do instead of a torch trace."""
+"""Finding and loading checkpoints, with errors that say what to do instead of a torch trace.
+
+Nothing here imports Lightning: sampling from a checkpoint needs only torch and the model.
+"""
 
 from __future__ import annotations
 
 import pickle
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
-from src.training.lit_gpt import LitGPT
+from src.data.tokenizer import CharTokenizer
+from src.model.factory import build_model
+from src.model.language_model import CausalLanguageModel
 
 
 class CheckpointError(ValueError):
@@ -55,14 +62,15 @@ def find_checkpoint(spec: str | Path | None, outputs_dir: str | Path, prefer: st
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
     """The checkpoint's dict, refusing truncated files and files that are not our checkpoints."""
     path = Path(path)
+    with open(path, "rb") as f:
+        if f.read(4) != b"PK\x03\x04":  # torch.save writes a zip archive
+            raise CheckpointError(f"{path} is not a checkpoint: pass a .ckpt file written by python -m src.train")
     try:
         # Lightning checkpoints hold plain containers, tensors and numbers: the safe loader reads them.
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except (EOFError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, OSError) as err:
-        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    except (EOFError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, OSError):
         raise CheckpointError(
-            f"{path} is truncated or not a checkpoint ({first_line[:120]}): "
-            f"use another checkpoint, e.g. the run's checkpoints/best.ckpt or last.ckpt"
+            f"{path} is truncated or corrupt: use another checkpoint, e.g. the run's checkpoints/last.ckpt or best.ckpt"
         ) from None
     hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
     if not isinstance(hparams, dict) or "model" not in hparams or "tokenizer" not in hparams:
@@ -70,16 +78,32 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     return checkpoint
 
 
-def load_lit_model(path: str | Path) -> LitGPT:
-    """Rebuild LitGPT from a checkpoint alone: model config, tokenizer and weights."""
-    checkpoint = read_checkpoint(path)
-    hparams = checkpoint["hyper_parameters"]
-    lit = LitGPT(**{k: hparams[k] for k in ("model", "tokenizer", "optimizer", "data") if k in hparams})
+def load_weights(module: nn.Module, state_dict: dict[str, Any], path: str | Path) -> None:
     try:
-        lit.load_state_dict(checkpoint["state_dict"])
+        module.load_state_dict(state_dict)
     except (KeyError, RuntimeError) as err:
         raise CheckpointError(
             f"{path} has weights that do not fit its own model config ({type(err).__name__})"
         ) from None
-    lit.eval()
-    return lit
+
+
+@dataclass
+class Trained:
+    """A trained model as a checkpoint stores it: the network, its tokenizer, its hyperparameters."""
+
+    model: CausalLanguageModel
+    tokenizer: CharTokenizer
+    hparams: dict[str, Any]
+    global_step: int
+
+
+def load_trained(path: str | Path) -> Trained:
+    """The model of a training checkpoint (LitGPT keeps it under `model.`), in eval mode."""
+    checkpoint = read_checkpoint(path)
+    hparams = checkpoint["hyper_parameters"]
+    tokenizer = CharTokenizer.from_dict(hparams["tokenizer"])
+    model = build_model(hparams["model"], tokenizer.vocab_size)
+    prefix = "model."
+    weights = {k[len(prefix) :]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}
+    load_weights(model, weights, path)
+    return Trained(model.eval(), tokenizer, hparams, checkpoint.get("global_step", 0))

@@ -8,6 +8,7 @@ to rebuild the model and sample from it.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -20,8 +21,12 @@ from src.data.tokenizer import CharTokenizer
 from src.data.windows import IGNORE
 from src.model.factory import build_model
 from src.model.layers import cross_entropy
-from src.model.sampling import generate
+from src.training.checkpoint import load_weights, read_checkpoint
 from src.training.optim import build_optimizer, build_schedule
+
+
+class NonFiniteLossError(ValueError):
+    """Training diverged; the message names the step and what to change."""
 
 
 class LitGPT(L.LightningModule):
@@ -43,6 +48,10 @@ class LitGPT(L.LightningModule):
             {s: MulticlassAccuracy(num_classes=vocab, average="micro", ignore_index=IGNORE) for s in ("val", "test")}
         )
         self.best_val_loss = math.inf
+        self.trained_steps = 0  # set by from_checkpoint: the optimizer steps behind these weights
+        # The first optimizer step whose loss was NaN or infinite, kept on the device so that
+        # watching for it costs no host sync; read at log steps and before every save.
+        self.register_buffer("first_nonfinite_step", torch.tensor(-1), persistent=False)
 
     def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         return self.model(idx, targets)
@@ -50,8 +59,19 @@ class LitGPT(L.LightningModule):
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         x, y = batch  # (B, T) each
         _, loss = self.model(x, y)
+        bad = ~torch.isfinite(loss.detach()) & (self.first_nonfinite_step < 0)
+        self.first_nonfinite_step = torch.where(bad, self.global_step, self.first_nonfinite_step)
         self.log("train/loss", loss, prog_bar=True)
         return loss
+
+    def check_finite(self) -> None:
+        """Stop with the step at which the loss went NaN/inf, before anything is saved."""
+        step = int(self.first_nonfinite_step)
+        if step >= 0:
+            raise NonFiniteLossError(
+                f"the training loss became NaN or infinite at step {step}: stopped without saving, so the "
+                f"checkpoints on disk are the last good ones; lower optimizer.lr or keep trainer.gradient_clip_val"
+            )
 
     def _eval_step(self, split: str, batch: tuple[Tensor, Tensor]) -> None:
         x, y = batch
@@ -65,7 +85,7 @@ class LitGPT(L.LightningModule):
         loss = self.eval_loss[split].compute().item()  # averaged over every scored position, all ranks
         metrics = {
             f"{split}/loss": loss,
-            f"{split}/ppl": math.exp(loss),
+            f"{split}/ppl": math.exp(loss) if loss < 700 else math.inf,  # exp overflows a float past ~709
             f"{split}/bpc": loss / math.log(2),
             f"{split}/acc": self.eval_acc[split].compute().item(),
         }
@@ -104,27 +124,35 @@ class LitGPT(L.LightningModule):
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.trainer.global_step % max(1, self.trainer.log_every_n_steps) == 0:
+            self.check_finite()
             self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"])
 
+    def on_validation_start(self) -> None:
+        if self.trainer.state.fn == "fit":
+            self.check_finite()
+
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.check_finite()  # never replace a good checkpoint with a diverged state
         checkpoint["best_val_loss"] = self.best_val_loss
+        # Dropout draws from the global generator: a resumed run must continue its stream.
+        checkpoint["rng"] = {"torch": torch.get_rng_state()}
+        if torch.cuda.is_available():
+            checkpoint["rng"]["cuda"] = torch.cuda.get_rng_state_all()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.best_val_loss = checkpoint.get("best_val_loss", math.inf)
+        rng = checkpoint.get("rng", {})
+        if "torch" in rng:
+            torch.set_rng_state(rng["torch"])
+        if "cuda" in rng and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(rng["cuda"])
 
-    @torch.no_grad()
-    def sample(
-        self,
-        prompt: str,
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        greedy: bool = False,
-        seed: int | None = None,
-    ) -> str:
-        """The prompt continued by max_new_tokens characters, reproducible with `seed`."""
-        prompt_ids = self.tokenizer.encode(prompt).to(self.device)
-        generator = torch.Generator(self.device).manual_seed(seed) if seed is not None else None
-        ids = generate(self.model, prompt_ids, max_new_tokens, temperature, top_k, top_p, greedy, generator=generator)
-        return self.tokenizer.decode(ids)
+    @classmethod
+    def from_checkpoint(cls, path: str | Path) -> LitGPT:
+        """Rebuild from a checkpoint alone: model config, tokenizer, weights (errors name the fix)."""
+        checkpoint = read_checkpoint(path)
+        hparams = checkpoint["hyper_parameters"]
+        lit = cls(**{k: hparams[k] for k in ("model", "tokenizer", "optimizer", "data") if k in hparams})
+        load_weights(lit, checkpoint["state_dict"], path)
+        lit.trained_steps = checkpoint.get("global_step", 0)
+        return lit.eval()

@@ -1,0 +1,114 @@
+"""Every bad input ends in one line that names the fix, a non-zero exit, and nothing written."""
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import run_cli, shakespeare_file, tiny_training
+
+
+def files_under(directory: Path) -> set[Path]:
+    return set(directory.rglob("*")) if directory.exists() else set()
+
+
+def assert_refused(result, pattern: str) -> None:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr[-2000:]
+    assert re.search(pattern, lines[0]), lines[0]
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+@pytest.fixture
+def workspace(tmp_path) -> Path:
+    """A log dir for the run and a few broken data files beside it."""
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "latin1.txt").write_bytes("Où est le café?".encode("latin-1"))
+    (tmp_path / "cache" / "tinyshakespeare").mkdir(parents=True)
+    (tmp_path / "cache" / "tinyshakespeare" / "input.txt").write_text("a truncated download")
+    (tmp_path / "not.ckpt").write_text("hello")
+    (tmp_path / "outputs").mkdir()
+    return tmp_path
+
+
+TRAIN_CASES = {
+    "unknown key": (["model.hidden_size=64"], r"unknown config key 'model.hidden_size'.*embedding_dim"),
+    "unknown option": (["model=transformer"], r"unknown option 'transformer' for model: choose one of gpt, seed"),
+    "heads do not divide": (["model.embedding_dim=64", "model.num_heads=6"], r"embedding_dim \(64\).*num_heads \(6\)"),
+    "context_window 0": (["model.context_window=0"], r"context_window must be a positive integer"),
+    "embedding_dim negative": (["model.embedding_dim=-8"], r"embedding_dim must be a positive integer"),
+    "num_heads 0": (["model.num_heads=0"], r"num_heads must be a positive integer"),
+    "num_layers 0": (["model.num_layers=0"], r"num_layers must be a positive integer"),
+    "batch_size 0": (["data.batch_size=0"], r"batch_size must be a positive integer"),
+    "window longer than val": (["model.context_window=50000"], r"longer than the validation split.*lower model"),
+    "data file missing": (["data.path={ws}/missing.txt"], r"does not exist.*data\.path"),
+    "data file empty": (["data.path={ws}/empty.txt"], r"is empty"),
+    "data not UTF-8": (["data.path={ws}/latin1.txt"], r"not UTF-8"),
+    "corpus checksum": (["data.path=null", "paths.data_dir={ws}/cache"], r"sha256.*delete it to download it again"),
+    "no network": (
+        ["data.path=null", "paths.data_dir={ws}/fresh", "data.url=http://127.0.0.1:9/input.txt"],
+        r"could not download.*put the file at .*input\.txt or set data\.path",
+    ),
+    "checkpoint missing": (["ckpt_path={ws}/nope.ckpt"], r"does not exist"),
+    "not a checkpoint": (["ckpt_path={ws}/not.ckpt"], r"is not a checkpoint"),
+    "gpu without gpu": (["trainer=gpu"], r"asks for a GPU but none is available: use trainer=cpu"),
+    "output not writable": (["paths.log_dir=/proc/scratchgpt-outputs"], r"cannot write the run to .*paths\.log_dir"),
+}
+
+
+@pytest.mark.parametrize("case", TRAIN_CASES)
+def test_train_refuses_bad_input_before_writing_anything(workspace, case):
+    overrides, pattern = TRAIN_CASES[case]
+    args = tiny_training(workspace / "outputs", *(o.format(ws=workspace) for o in overrides))
+    before = files_under(workspace)
+    result = run_cli("train", *args)
+    assert_refused(result, pattern)
+    assert files_under(workspace) == before  # no run directory, no log, no checkpoint
+
+
+def test_a_truncated_checkpoint_is_refused(trained, workspace):
+    run_dir, _ = trained
+    data = (run_dir / "checkpoints" / "last.ckpt").read_bytes()
+    (workspace / "cut.ckpt").write_bytes(data[: len(data) // 2])
+    for command in ("train", "generate", "evaluate"):
+        args = [f"ckpt_path={workspace / 'cut.ckpt'}", f"paths.log_dir={workspace / 'outputs'}"]
+        assert_refused(run_cli(command, *args), r"truncated or corrupt")
+
+
+def test_resuming_with_another_model_config_is_refused(trained, tmp_path):
+    run_dir, _ = trained
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    before = files_under(copy)
+    result = run_cli("train", f"ckpt_path={copy}", "model.embedding_dim=64")
+    assert_refused(result, r"was trained with model\.embedding_dim=32, but the config says 64")
+    assert files_under(copy) == before
+
+
+GENERATE_CASES = {
+    "unknown characters": (["prompt='Zounds€ and ☃'"], r"2 character\(s\) not in the vocabulary: '€', '☃'"),
+    "negative max_new_tokens": (["max_new_tokens=-1"], r"max_new_tokens must be a non-negative integer"),
+    "negative temperature": (["temperature=-0.5"], r"temperature must be >= 0"),
+    "top_k below 1": (["top_k=0"], r"top_k must be an integer >= 1"),
+    "top_p above 1": (["top_p=1.5"], r"top_p must be in \(0, 1\]"),
+    "top_p zero": (["top_p=0"], r"top_p must be in \(0, 1\]"),
+    "unknown key": (["temprature=1"], r"unknown config key 'temprature'.*temperature"),
+}
+
+
+@pytest.mark.parametrize("case", GENERATE_CASES)
+def test_generate_refuses_bad_arguments(trained, case):
+    run_dir, _ = trained
+    overrides, pattern = GENERATE_CASES[case]
+    assert_refused(run_cli("generate", f"ckpt_path={run_dir}", *overrides), pattern)
+
+
+def test_generate_without_any_checkpoint_says_how_to_get_one(tmp_path):
+    result = run_cli("generate", f"paths.log_dir={tmp_path}")
+    assert_refused(result, r"no checkpoint under .*python -m src\.train")
+
+
+def test_the_shared_corpus_is_the_real_one():
+    assert shakespeare_file().stat().st_size == 1_115_394
