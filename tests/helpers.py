@@ -47,7 +47,7 @@ def tiny_training(log_dir: Path, *extra: str) -> list[str]:
         "model.context_window=16",
         "model.embedding_dim=32",
         "model.num_heads=2",
-        "model.num_layers=1",
+        "model.num_layers=2",
         "data.batch_size=8",
         "data.val_fraction=0.02",
         "trainer.max_steps=40",

@@ -26,17 +26,20 @@ class TokensPerSecond(L.Callback):
     def _restart(self) -> None:
         self.window_start, self.window_tokens = time.perf_counter(), 0
 
-    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._restart()
+    def on_train_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        if self.window_start is None:  # the first step, or the first after a validation
+            self._restart()
 
-    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._restart()
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.window_start = None  # validation and whatever runs after it (samples, figures) is not training
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self.window_tokens += batch[0].numel() * trainer.world_size
-        if trainer.global_step % max(1, trainer.log_every_n_steps) != 0 or self.window_start is None:
+        if trainer.global_step % max(1, trainer.log_every_n_steps) != 0:
             return
         elapsed = time.perf_counter() - self.window_start
         if elapsed > 0:
@@ -45,12 +48,16 @@ class TokensPerSecond(L.Callback):
 
 
 class ProgressBar(TQDMProgressBar):
-    """Lightning's bar without the version number, showing the loss and tokens/s."""
+    """Lightning's bar showing just the loss and tokens/s (no version number)."""
+
+    SHORT_NAMES = {"train/loss": "loss", "train/tokens_per_sec": "tokens/s"}
 
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
         metrics = super().get_metrics(trainer, pl_module)
-        metrics.pop("v_num", None)
-        return metrics
+        shown = {short: metrics[name] for name, short in self.SHORT_NAMES.items() if name in metrics}
+        if "tokens/s" in shown:
+            shown["tokens/s"] = f"{float(shown['tokens/s']):,.0f}"
+        return shown
 
 
 class ValidationReport(L.Callback):

@@ -122,6 +122,26 @@ class LitGPT(L.LightningModule):
         schedule = build_schedule(optimizer, cfg)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
+    def configure_gradient_clipping(
+        self,
+        optimizer: torch.optim.Optimizer,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:
+        """Clip as configured, and log the gradient norm at log steps (clipping computes it anyway)."""
+        log_now = self.trainer.global_step % max(1, self.trainer.log_every_n_steps) == 0
+        if gradient_clip_val and gradient_clip_algorithm in (None, "norm"):
+            norm = torch.nn.utils.clip_grad_norm_(self.parameters(), gradient_clip_val)
+        else:
+            self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+            norm = (
+                torch.nn.utils.get_total_norm([p.grad for p in self.parameters() if p.grad is not None])
+                if log_now
+                else None
+            )
+        if log_now:
+            self.log("train/grad_norm", norm)
+
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.trainer.global_step % max(1, self.trainer.log_every_n_steps) == 0:
             self.check_finite()

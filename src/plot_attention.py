@@ -1,0 +1,41 @@
+"""`python -m src.plot_attention ckpt_path=... prompt=... out=attention.png`: where each head looks.
+
+Writes one PNG with a row per layer and a panel per head, the same picture TensorBoard shows
+during training, for any checkpoint and prompt.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig
+
+from src.cli import hydra_entry
+from src.plots import attention_figure, save_png
+from src.training.checkpoint import find_checkpoint, load_trained
+
+
+@hydra_entry(config_name="plot_attention")
+def main(cfg: DictConfig) -> Path:
+    path = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir)
+    trained = load_trained(path)
+    prompt = cfg.prompt.replace("\\n", "\n")[-trained.model.context_window :]
+    if not prompt:
+        raise ValueError("the prompt is empty: pass prompt=... with at least one character")
+    ids = trained.tokenizer.encode(prompt)
+    out = Path(cfg.out)
+    if not out.parent.is_dir():
+        raise ValueError(f"cannot write {out}: the folder {out.parent} does not exist")
+    with torch.no_grad():
+        maps = trained.model.attention_maps(ids.unsqueeze(0))  # per layer: (1, h, T, T)
+    title = f"{path} (step {trained.global_step}): attention over {len(prompt)} characters"
+    save_png(attention_figure([w[0] for w in maps], list(prompt), title), str(out))
+    print(f"checkpoint: {path}", file=sys.stderr)
+    print(out)
+    return out
+
+
+if __name__ == "__main__":
+    main()

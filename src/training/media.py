@@ -1,0 +1,65 @@
+"""What the model writes and where it looks, logged to TensorBoard at every validation."""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+from lightning.pytorch.loggers import TensorBoardLogger
+
+from src.model.sampling import sample_text
+from src.plots import attention_figure
+
+
+def tensorboard(trainer: L.Trainer):  # -> SummaryWriter | None
+    """The TensorBoard writer on rank 0 (None elsewhere, or with another logger)."""
+    if not trainer.is_global_zero or trainer.sanity_checking:
+        return None
+    for logger in trainer.loggers:
+        if isinstance(logger, TensorBoardLogger):
+            return logger.experiment
+    return None
+
+
+class SampleText(L.Callback):
+    """A fixed-seed continuation of a fixed prompt, so the text improves step by step, readably."""
+
+    def __init__(self, prompt: str = "ROMEO:", max_new_tokens: int = 200, temperature: float = 0.8, seed: int = 0):
+        self.prompt, self.max_new_tokens, self.temperature, self.seed = prompt, max_new_tokens, temperature, seed
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        writer = tensorboard(trainer)
+        if writer is None or trainer.state.fn != "fit":
+            return
+        text = sample_text(
+            pl_module.model, pl_module.tokenizer, self.prompt, self.max_new_tokens, self.temperature, seed=self.seed
+        )
+        # Indented four spaces: TensorBoard renders it as preformatted text, line breaks kept.
+        writer.add_text("samples", "    " + text.replace("\n", "\n    "), global_step=trainer.global_step)
+
+
+class AttentionMaps(L.Callback):
+    """One image per layer: every head's attention weights over a fixed prompt.
+
+    The weights come from the plain path (the fused kernel cannot return them), whichever path
+    training uses.
+    """
+
+    def __init__(self, prompt: str = "ROMEO:\nO, she doth teach the torch"):
+        self.prompt = prompt
+
+    @torch.no_grad()
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        writer = tensorboard(trainer)
+        if writer is None or trainer.state.fn != "fit":
+            return
+        model, tokenizer = pl_module.model, pl_module.tokenizer
+        prompt = self.prompt[-model.context_window :]
+        ids = tokenizer.encode(prompt).to(pl_module.device)
+        was_training = model.training
+        model.eval()
+        maps = model.attention_maps(ids.unsqueeze(0))  # per layer: (1, h, T, T)
+        model.train(was_training)
+        for layer, weights in enumerate(maps):
+            title = f"layer {layer} at step {trainer.global_step}"
+            figure = attention_figure([weights[0]], list(prompt), title, layer_numbers=[layer])
+            writer.add_figure(f"attention/layer_{layer}", figure, global_step=trainer.global_step, close=True)
