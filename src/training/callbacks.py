@@ -12,39 +12,55 @@ import lightning as L
 from lightning.pytorch.callbacks import TQDMProgressBar
 
 
+def is_logging_step(trainer: L.Trainer) -> bool:
+    """Whether Lightning writes this step's metrics to the logger (every log_every_n_steps).
+
+    Lightning's own predicate, valid in every hook of the step: logging on other steps would
+    cost time and never be written.
+    """
+    return trainer._logger_connector.should_update_logs
+
+
 class TokensPerSecond(L.Callback):
     """Logs `train/tokens_per_sec`: training tokens (all ranks) per second of training time.
 
-    Measured over the steps between two log points, with validation time left out, so it is
-    the speed of the training step itself. It reads only the wall clock: no device syncs.
+    Measured over the steps between two log points, with validation (and what runs after it)
+    left out, so it is the speed of the training step itself; `overall` covers the whole run.
+    It reads only the wall clock: no device syncs.
     """
 
     def __init__(self) -> None:
-        self.window_start: float | None = None
-        self.window_tokens = 0
+        self.last: float | None = None  # end of the previous training step; None after a pause
+        self.window_seconds, self.window_tokens = 0.0, 0
+        self.total_seconds, self.total_tokens = 0.0, 0
 
-    def _restart(self) -> None:
-        self.window_start, self.window_tokens = time.perf_counter(), 0
+    @property
+    def overall(self) -> float | None:
+        return self.total_tokens / self.total_seconds if self.total_seconds > 0 else None
 
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        if self.window_start is None:  # the first step, or the first after a validation
-            self._restart()
+        if self.last is None:  # the first step, or the first after a validation
+            self.last = time.perf_counter()
 
     def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.window_start = None  # validation and whatever runs after it (samples, figures) is not training
+        self.last = None  # validation and whatever runs after it (samples, figures) is not training
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        self.window_tokens += batch[0].numel() * trainer.world_size
-        if trainer.global_step % max(1, trainer.log_every_n_steps) != 0:
-            return
-        elapsed = time.perf_counter() - self.window_start
-        if elapsed > 0:
-            pl_module.log("train/tokens_per_sec", self.window_tokens / elapsed, prog_bar=True)
-        self._restart()
+        now = time.perf_counter()
+        tokens = batch[0].numel() * trainer.world_size
+        if self.last is not None:
+            self.window_seconds += now - self.last
+            self.window_tokens += tokens
+            self.total_seconds += now - self.last
+            self.total_tokens += tokens
+        self.last = now
+        if is_logging_step(trainer) and self.window_seconds > 0:
+            pl_module.log("train/tokens_per_sec", self.window_tokens / self.window_seconds, prog_bar=True)
+            self.window_seconds, self.window_tokens = 0.0, 0
 
 
 class ProgressBar(TQDMProgressBar):

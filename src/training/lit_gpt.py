@@ -21,6 +21,7 @@ from src.data.tokenizer import CharTokenizer
 from src.data.windows import IGNORE
 from src.model.factory import build_model
 from src.model.layers import cross_entropy
+from src.training.callbacks import is_logging_step
 from src.training.checkpoint import load_weights, read_checkpoint
 from src.training.optim import build_optimizer, build_schedule
 
@@ -61,12 +62,15 @@ class LitGPT(L.LightningModule):
         _, loss = self.model(x, y)
         bad = ~torch.isfinite(loss.detach()) & (self.first_nonfinite_step < 0)
         self.first_nonfinite_step = torch.where(bad, self.global_step, self.first_nonfinite_step)
-        self.log("train/loss", loss, prog_bar=True)
+        if is_logging_step(self.trainer):
+            self.log("train/loss", loss, prog_bar=True)
+            self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"])  # the rate of this step
         return loss
 
     def check_finite(self) -> None:
         """Stop with the step at which the loss went NaN/inf, before anything is saved."""
-        step = int(self.first_nonfinite_step)
+        # Every rank must agree, or one would stop while the others wait for it forever.
+        step = int(self.trainer.strategy.reduce(self.first_nonfinite_step, reduce_op="max"))
         if step >= 0:
             raise NonFiniteLossError(
                 f"the training loss became NaN or infinite at step {step}: stopped without saving, so the "
@@ -91,7 +95,9 @@ class LitGPT(L.LightningModule):
         }
         self.eval_loss[split].reset()
         self.eval_acc[split].reset()
-        self.log_dict(metrics, logger=False)  # for the checkpoint monitor and the progress bar
+        # For the checkpoint monitor and the progress bar. torchmetrics has already reduced the
+        # values over all ranks, so sync_dist only averages equal numbers (and tells Lightning so).
+        self.log_dict(metrics, logger=False, sync_dist=True)
         return metrics
 
     def _log_at_step(self, metrics: dict[str, float]) -> None:
@@ -129,7 +135,7 @@ class LitGPT(L.LightningModule):
         gradient_clip_algorithm: str | None = None,
     ) -> None:
         """Clip as configured, and log the gradient norm at log steps (clipping computes it anyway)."""
-        log_now = self.trainer.global_step % max(1, self.trainer.log_every_n_steps) == 0
+        log_now = is_logging_step(self.trainer)
         if gradient_clip_val and gradient_clip_algorithm in (None, "norm"):
             norm = torch.nn.utils.clip_grad_norm_(self.parameters(), gradient_clip_val)
         else:
@@ -143,9 +149,8 @@ class LitGPT(L.LightningModule):
             self.log("train/grad_norm", norm)
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        if self.trainer.global_step % max(1, self.trainer.log_every_n_steps) == 0:
+        if is_logging_step(self.trainer):
             self.check_finite()
-            self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"])
 
     def on_validation_start(self) -> None:
         if self.trainer.state.fn == "fit":
