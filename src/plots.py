@@ -59,3 +59,44 @@ def save_png(fig: Figure, path: str) -> None:
     """At the figure's exact size (figsize x DPI), so the pixel size is predictable."""
     fig.savefig(path, dpi=DPI, format="png")
     plt.close(fig)
+
+
+def _value(text: str) -> float | str:
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def sweep_figure(rows: list[dict], swept: list[str]) -> Figure:
+    """Best validation loss of each finished job against each swept value and the model size."""
+    done = [r for r in rows if r.get("status") == "ok"]
+    panels = [*swept, "parameters"]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6), dpi=DPI, squeeze=False)
+    for ax, key in zip(axes[0], panels, strict=True):
+        points = []
+        for row in done:
+            if key == "parameters":
+                x = row.get("parameters")
+            else:
+                given = dict(o.split("=", 1) for o in row.get("overrides", []) if "=" in o)
+                x = _value(given[key]) if key in given else None
+            if x is not None:
+                points.append((x, row["best_val_loss"], row["job"]))
+        numeric = all(isinstance(x, float | int) for x, _, _ in points)
+        labels = sorted({str(x) for x, _, _ in points})
+        for x, y, job in points:
+            position = x if numeric else labels.index(str(x))
+            ax.scatter(position, y, color="tab:blue")
+            ax.annotate(str(job), (position, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        if not numeric:
+            ax.set_xticks(range(len(labels)), labels)
+        if key == "parameters" and points:
+            ax.set_xscale("log")
+        ax.set_xlabel(key)
+        ax.set_ylabel("best val loss")
+        ax.grid(alpha=0.3)
+    failed = len(rows) - len(done)
+    fig.suptitle(f"{len(done)} finished jobs" + (f", {failed} failed (see summary.md)" if failed else ""), fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,12 +18,13 @@ from hydra.utils import instantiate
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from omegaconf import DictConfig, OmegaConf
 
+from src import sweeps
 from src.cli import compose, fail, hydra_entry
 from src.data.datamodule import ShakespeareDataModule
 from src.data.tokenizer import CharTokenizer
 from src.model.language_model import count_parameters
 from src.model.sampling import sample_text
-from src.training.callbacks import GracefulInterrupt, TrainingInterrupted
+from src.training.callbacks import GracefulInterrupt, TokensPerSecond, TrainingInterrupted
 from src.training.checkpoint import CheckpointError, find_checkpoint, load_trained, read_checkpoint
 from src.training.checkpoint_io import AtomicCheckpointIO
 from src.training.lit_gpt import LitGPT
@@ -131,6 +134,7 @@ def precheck(cfg: DictConfig, argv: list[str]) -> None:
 
 def train(cfg: DictConfig) -> float:
     """Train as configured; return the best validation loss (what sweepers minimise)."""
+    started = time.time()
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     setup = set_up(cfg)
     datamodule, lit, resume = setup.datamodule, setup.lit, setup.resume
@@ -139,7 +143,7 @@ def train(cfg: DictConfig) -> float:
     callbacks = [
         instantiate(c) for name, c in cfg.callbacks.items() if c is not None and (bar or name != "progress_bar")
     ]
-    logger = instantiate(cfg.logger)
+    logger = instantiate(cfg.logger, version=sweeps.run_name())  # sweep jobs: named by their overrides
     trainer: L.Trainer = instantiate(
         cfg.trainer,
         callbacks=[*callbacks, GracefulInterrupt()],
@@ -147,6 +151,8 @@ def train(cfg: DictConfig) -> float:
         enable_progress_bar=bar,
         plugins=[AtomicCheckpointIO()],
     )
+    if cfg.compile:
+        lit.model.compile()  # in place: checkpoints keep the plain parameter names
     num_parameters = count_parameters(lit.model)
     logger.log_hyperparams(tensorboard_hparams(cfg, num_parameters))
 
@@ -167,6 +173,21 @@ def train(cfg: DictConfig) -> float:
     checkpointing = trainer.checkpoint_callback
     best_path = getattr(checkpointing, "best_model_path", "") if checkpointing is not None else ""
     best_loss = lit.best_val_loss
+    speed = next((c.overall for c in trainer.callbacks if isinstance(c, TokensPerSecond)), None)
+    if trainer.is_global_zero:
+        sweeps.write_result(
+            cfg.paths.output_dir,
+            {
+                "status": "ok",
+                "best_val_loss": best_loss,
+                "best_val_bpc": best_loss / math.log(2),
+                "parameters": num_parameters,
+                "tokens_per_sec": speed,
+                "steps": trainer.global_step,
+                "wall_seconds": time.time() - started,
+                "best_checkpoint": best_path,
+            },
+        )
     if trainer.is_global_zero and best_path:
         log.info(f"best val loss {best_loss:.4f} -> {best_path}")
         s = cfg.sample
@@ -211,8 +232,8 @@ def continue_run(argv: list[str]) -> list[str]:
 @hydra_entry(
     config_name="train", rewrite_argv=continue_run, precheck=precheck, user_errors=(MisconfigurationException,)
 )
-def main(cfg: DictConfig) -> float:
-    return train(cfg)
+def main(cfg: DictConfig) -> float | None:
+    return sweeps.run_job(cfg, train) if sweeps.in_multirun() else train(cfg)
 
 
 if __name__ == "__main__":

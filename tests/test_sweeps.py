@@ -1,0 +1,112 @@
+"""Multirun sweeps, failures inside a sweep, DDP on the CPU, and the Optuna search."""
+
+import json
+import struct
+
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from src.cli import compose
+from tests.helpers import run_cli, tiny_training
+
+FAST = ["model.num_layers=1", "trainer.max_steps=10", "trainer.val_check_interval=10", "sample.max_new_tokens=0"]
+
+
+def job_dirs(sweep_dir):
+    return sorted((p for p in sweep_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+
+
+def test_a_2x2_sweep_gives_four_jobs_a_summary_and_a_plot(tmp_path):
+    sweep = tmp_path / "sweep"
+    args = tiny_training(tmp_path, *FAST, f"hydra.sweep.dir={sweep}", "callbacks.attention_maps=null")
+    result = run_cli("train", "-m", *args, "model.num_heads=2,4", "model.embedding_dim=32,48")  # last wins
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = job_dirs(sweep)
+    assert [p.name for p in jobs] == ["0", "1", "2", "3"]
+    names = set()
+    for job in jobs:
+        runs = [p for p in (job / "tensorboard").iterdir() if p.is_dir()]
+        assert len(runs) == 1 and list(runs[0].glob("events.out.tfevents.*"))
+        names.add(frozenset(runs[0].name.split(",")))  # the order follows the command line
+        events = EventAccumulator(str(runs[0]))
+        events.Reload()
+        assert "val/loss" in events.Tags()["scalars"]
+        assert (job / "checkpoints" / "best.ckpt").is_file() and (job / ".hydra" / "config.yaml").is_file()
+        assert json.loads((job / "result.json").read_text())["status"] == "ok"
+    assert names == {frozenset({f"num_heads={h}", f"embedding_dim={d}"}) for h in (2, 4) for d in (32, 48)}
+    summary = (sweep / "summary.md").read_text()
+    assert summary.count("| ok |") == 4
+    assert "\n".join(summary.splitlines()[2:]) in result.stdout  # the same table, printed
+    png = (sweep / "summary.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24])[0] > 0
+
+    again = run_cli("train", "-m", *args, "model.num_heads=2,4", "model.embedding_dim=32,48")
+    assert again.returncode == 0
+    assert (again.stdout + again.stderr).count("already finished") == 4  # kept, not retrained
+    for job in jobs:
+        runs = [p for p in (job / "tensorboard").iterdir() if p.is_dir()]
+        assert len(list(runs[0].glob("events.out.tfevents.*"))) == 1
+
+
+def test_an_invalid_point_fails_alone_and_the_summary_says_why(tmp_path):
+    sweep = tmp_path / "sweep"
+    args = tiny_training(tmp_path, *FAST, f"hydra.sweep.dir={sweep}", "model.embedding_dim=32")
+    result = run_cli("train", "-m", *args, "model.num_heads=2,3,4")
+    assert result.returncode == 1  # the sweep finished, but not every job did
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors[0] == (
+        "error: job 1 (num_heads=3): embedding_dim (32) must be divisible by num_heads (3): "
+        "choose an embedding_dim that is a multiple of num_heads"
+    )
+    assert "Traceback" not in result.stderr
+    statuses = [json.loads((job / "result.json").read_text())["status"] for job in job_dirs(sweep)]
+    assert statuses == ["ok", "failed", "ok"]
+    summary = (sweep / "summary.md").read_text()
+    assert summary.count("| ok |") == 2 and "FAILED: embedding_dim (32) must be divisible" in summary
+
+
+def test_ddp_on_the_cpu_writes_one_run_directory(tmp_path):
+    log_dir = tmp_path / "outputs"
+    result = run_cli(
+        "train", "trainer=ddp_cpu", *tiny_training(log_dir, "trainer.max_steps=20", "sample.max_new_tokens=0")
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (day,) = list(log_dir.iterdir())
+    (run,) = list(day.iterdir())  # the second process wrote into the same directory
+    assert len(list((run / "tensorboard").glob("events.out.tfevents.*"))) == 1
+    assert (run / "checkpoints" / "last.ckpt").is_file()
+    events = EventAccumulator(str(run / "tensorboard"))
+    events.Reload()
+    logged = events.Scalars("val/loss")[-1].value
+    evaluated = run_cli("evaluate", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}")
+    row = next(line for line in evaluated.stdout.splitlines() if line.startswith("val "))
+    assert abs(float(row.split()[1]) - logged) < 1e-4  # the two ranks' shards add up to the exact loss
+
+
+def test_optuna_searches_two_trials(tmp_path):
+    sweep = tmp_path / "optuna"
+    searched = ("model.embedding_dim=", "model.num_heads=", "model.context_window=", "optimizer.lr=")
+    args = [a for a in tiny_training(tmp_path, *FAST, f"hydra.sweep.dir={sweep}") if not a.startswith(searched)]
+    result = run_cli("train", "hparams_search=optuna", "hydra.sweeper.n_trials=2", *args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [p.name for p in job_dirs(sweep)] == ["0", "1"]
+    best = (sweep / "optimization_results.yaml").read_text()
+    assert "best_value" in best and "optimizer.lr" in best
+    assert (sweep / "summary.md").read_text().count("| ok |") == 2
+
+
+def test_the_slurm_launcher_follows_the_trainer():
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from src.cli import CONFIG_DIR
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = hydra_compose(
+            "train",
+            ["hydra/launcher=slurm", "trainer=ddp", "trainer.devices=4", "trainer.num_nodes=2"],
+            return_hydra_config=True,
+        )
+    launcher = cfg.hydra.launcher
+    assert launcher._target_.endswith("SlurmLauncher")
+    assert (launcher.nodes, launcher.tasks_per_node, launcher.gpus_per_node) == (2, 4, 4)
+    assert compose("train", ["trainer=ddp"]).trainer.strategy == "ddp"
