@@ -9,6 +9,7 @@ matplotlib.use("Agg")  # files and TensorBoard only, never a window
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 from torch import Tensor  # noqa: E402
 
 CELL = 3.0  # inches per head panel
@@ -61,11 +62,13 @@ def save_png(fig: Figure, path: str) -> None:
     plt.close(fig)
 
 
-def _value(text: str) -> float | str:
-    try:
-        return float(text)
-    except ValueError:
-        return text
+def _value(text: str) -> int | float | str:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def sweep_figure(rows: list[dict], swept: list[str]) -> Figure:
@@ -91,6 +94,8 @@ def sweep_figure(rows: list[dict], swept: list[str]) -> Figure:
             ax.annotate(str(job), (position, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
         if not numeric:
             ax.set_xticks(range(len(labels)), labels)
+        elif all(isinstance(x, int) for x, _, _ in points) and key != "parameters":
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # 2 heads, not 2.5
         if key == "parameters" and points:
             ax.set_xscale("log")
         ax.set_xlabel(key)
