@@ -1,0 +1,1 @@
+"""Benchmarks: numbers printed by scripts, recorded in BENCHMARKS.md; never timed unit tests."""

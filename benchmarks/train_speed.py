@@ -1,0 +1,357 @@
+"""`python -m benchmarks.train_speed [--nanogpt PATH] [--only ...]`: how fast we train, sample and attend.
+
+Sections (all by default; --only picks some):
+  throughput  steady-state median ms/step and tokens/s of `python -m src.train experiment=nanogpt_cpu`
+              (the real command: Lightning, logging, progress bar, validation as configured), and
+              with --nanogpt, nanoGPT's documented CPU run of the same model, in alternating rounds
+  curve       both runs to 2000 steps: val loss at step 2000 and wall time
+  speedrun    `experiment=cpu_speedrun`: seconds from process start to the first val loss <= 1.88,
+              against nanoGPT's wall time for its whole 2000-step run
+  generation  500 new tokens with and without the KV cache, for the default model
+  attention   the plain and fused attention paths: forward + backward time per training step
+  logging     ms/step with the default logging against logging switched off
+
+nanoGPT's code is not part of this repository: pass the path to your own checkout (its data
+files are written from our copy of Tiny Shakespeare, in its format, if they are missing).
+Machine noise is real on small shared machines: every comparison alternates the two sides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+SECTIONS = ("throughput", "curve", "speedrun", "generation", "attention", "logging")
+TARGET_LOSS = 1.88
+WARMUP_STEPS = 20
+# nanoGPT's documented CPU run of train_shakespeare_char ("baby GPT"), as the issue measured it.
+NANOGPT_ARGS = [
+    "config/train_shakespeare_char.py",
+    "--device=cpu",
+    "--compile=False",
+    "--eval_iters=20",
+    "--log_interval=1",
+    "--block_size=64",
+    "--batch_size=12",
+    "--n_layer=4",
+    "--n_head=4",
+    "--n_embd=128",
+    "--lr_decay_iters=2000",
+    "--dropout=0.0",
+]
+BATCH = 12
+# The two sizes compared step for step: nanoGPT's baby GPT, and the notes' scale (1 layer, 5 heads,
+# 60 dims, block 10), where the per-step overhead of the training loop dominates.
+SIZES = {
+    "baby (4L, 4H, 128d, block 64)": {"n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 64},
+    "notes (1L, 5H, 60d, block 10)": {"n_layer": 1, "n_head": 5, "n_embd": 60, "block_size": 10},
+}
+OUR_NAMES = {"n_layer": "num_layers", "n_head": "num_heads", "n_embd": "embedding_dim", "block_size": "context_window"}
+
+
+def median_ms(seconds: list[float]) -> float:
+    return statistics.median(seconds[WARMUP_STEPS:]) * 1000
+
+
+# ---------------------------------------------------------------- our training command
+
+
+def run_ours(overrides: list[str], workdir: Path, stop_below: float | None = None) -> dict:
+    """Run `python -m src.train` with a StepTimer added; return its record and the wall times."""
+    timer = workdir / f"timer-{time.time_ns()}.json"
+    command = [
+        sys.executable,
+        "-m",
+        "src.train",
+        *overrides,
+        f"hydra.run.dir={workdir / f'run-{time.time_ns()}'}",
+        "+callbacks.step_timer._target_=benchmarks.step_timer.StepTimer",
+        f"+callbacks.step_timer.path={timer}",
+    ]
+    start = time.time()
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in proc.stdout:
+        if stop_below is not None and timer.exists():
+            record = json.loads(timer.read_text())
+            if any(loss <= stop_below for _, loss, _ in record["validations"]):
+                proc.terminate()  # the target is reached: the rest of the run is not measured
+                break
+        if "error:" in line:
+            print(line.rstrip(), file=sys.stderr)
+    proc.wait()
+    record = json.loads(timer.read_text())
+    record["wall_seconds"] = time.time() - start
+    record["start"] = start
+    return record
+
+
+# ---------------------------------------------------------------- nanoGPT beside us
+
+
+def prepare_nanogpt_data(nanogpt: Path) -> None:
+    """nanoGPT's shakespeare_char format (uint16 ids of the sorted characters, 90/10 split)."""
+    out = nanogpt / "data" / "shakespeare_char"
+    if (out / "train.bin").exists() and (out / "meta.pkl").exists():
+        return
+    text = (ROOT / "data" / "tinyshakespeare" / "input.txt").read_text()
+    chars = sorted(set(text))
+    stoi = {ch: i for i, ch in enumerate(chars)}
+    ids = np.array([stoi[ch] for ch in text], dtype=np.uint16)
+    n = int(0.9 * len(ids))
+    ids[:n].tofile(out / "train.bin")
+    ids[n:].tofile(out / "val.bin")
+    with open(out / "meta.pkl", "wb") as f:
+        pickle.dump({"vocab_size": len(chars), "itos": dict(enumerate(chars)), "stoi": stoi}, f)
+
+
+def run_nanogpt(nanogpt: Path, iters: int, workdir: Path, size: dict | None = None) -> dict:
+    """nanoGPT's train.py; per-iteration times and its evaluations, parsed from its log."""
+    prepare_nanogpt_data(nanogpt)
+    command = [
+        sys.executable,
+        "train.py",
+        *NANOGPT_ARGS,
+        *[f"--{key}={value}" for key, value in (size or {}).items()],
+        f"--max_iters={iters}",
+        f"--out_dir={workdir / 'nanogpt-out'}",
+    ]
+    start = time.time()
+    proc = subprocess.Popen(command, cwd=nanogpt, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    step_seconds, validations = [], []
+    for line in proc.stdout:
+        if m := re.match(r"iter (\d+): loss [\d.]+, time ([\d.]+)ms", line):
+            step_seconds.append(float(m.group(2)) / 1000)
+        elif m := re.match(r"step (\d+): train loss [\d.]+, val loss ([\d.]+)", line):
+            validations.append([int(m.group(1)), float(m.group(2)), time.time()])
+    proc.wait()
+    if proc.returncode != 0:
+        raise SystemExit(f"nanoGPT failed (exit {proc.returncode}): run `python train.py` in {nanogpt} to see why")
+    return {
+        "step_seconds": step_seconds,
+        "validations": validations,
+        "wall_seconds": time.time() - start,
+        "start": start,
+    }
+
+
+# ---------------------------------------------------------------- sections
+
+
+def throughput(args: argparse.Namespace, workdir: Path) -> dict:
+    results = {}
+    for label, size in SIZES.items():
+        ours_ms, nano_ms = [], []
+        overrides = [f"model.{OUR_NAMES[key]}={value}" for key, value in size.items()]
+        for r in range(args.rounds):
+            if args.nanogpt:
+                nano_ms.append(median_ms(run_nanogpt(args.nanogpt, args.steps, workdir, size)["step_seconds"]))
+            command = ["experiment=nanogpt_cpu", *overrides, f"trainer.max_steps={args.steps}", "progress_bar=true"]
+            ours_ms.append(median_ms(run_ours(command, workdir)["step_seconds"]))
+            print(f"  {label} round {r + 1}: ours {ours_ms[-1]:.1f} ms/step", end="")
+            print(f", nanoGPT {nano_ms[-1]:.1f}" if nano_ms else "")
+        tokens = BATCH * size["block_size"]
+        result = {"ours_ms": statistics.median(ours_ms), "ours_rounds": ours_ms}
+        result["ours_tokens_per_s"] = tokens / result["ours_ms"] * 1000
+        if nano_ms:
+            result |= {"nanogpt_ms": statistics.median(nano_ms), "nanogpt_rounds": nano_ms}
+            result["nanogpt_tokens_per_s"] = tokens / result["nanogpt_ms"] * 1000
+            result["speedup"] = result["nanogpt_ms"] / result["ours_ms"]
+        results[label] = result
+    return results
+
+
+def curve(args: argparse.Namespace, workdir: Path) -> dict:
+    result = {}
+    ours = run_ours(["experiment=nanogpt_cpu", "sample.max_new_tokens=0"], workdir)
+    result["ours_val_at_2000"] = ours["validations"][-1][1]
+    result["ours_wall_s"] = ours["wall_seconds"]
+    if args.nanogpt:
+        nano = run_nanogpt(args.nanogpt, 2000, workdir)
+        result["nanogpt_val_at_2000"] = nano["validations"][-1][1]
+        result["nanogpt_wall_s"] = nano["wall_seconds"]
+        crossing = next((t - nano["start"] for _, loss, t in nano["validations"] if loss <= TARGET_LOSS), None)
+        result["nanogpt_seconds_to_target"] = crossing
+    return result
+
+
+def speedrun(args: argparse.Namespace, workdir: Path, nanogpt_wall: float | None) -> dict:
+    record = run_ours(["experiment=cpu_speedrun", "sample.max_new_tokens=0"], workdir, stop_below=TARGET_LOSS)
+    crossing = next(((s, loss, t) for s, loss, t in record["validations"] if loss <= TARGET_LOSS), None)
+    result = {"validations": [(s, round(v, 4), round(t - record["start"], 1)) for s, v, t in record["validations"]]}
+    if crossing:
+        result |= {"step": crossing[0], "val_loss": crossing[1], "seconds": crossing[2] - record["start"]}
+    if nanogpt_wall and crossing:
+        result["fraction_of_nanogpt_wall"] = result["seconds"] / nanogpt_wall
+    return result
+
+
+def _default_model(**overrides):
+    from omegaconf import OmegaConf
+
+    from src.cli import compose
+    from src.model.factory import build_model
+
+    config = OmegaConf.to_container(compose("train", []).model, resolve=True) | overrides
+    torch.manual_seed(0)
+    return build_model(config, vocab_size=65).eval()
+
+
+def generation(args: argparse.Namespace) -> dict:
+    from src.model.sampling import generate
+
+    result = {}
+    for label, model in [("default", _default_model()), ("window 512", _default_model(context_window=512))]:
+        prompt = torch.randint(0, 65, (6,))
+        speeds = {True: [], False: []}
+        for _ in range(args.rounds):
+            for cached in (True, False):
+                start = time.perf_counter()
+                generate(model, prompt, 500, 0.8, use_cache=cached, generator=torch.Generator().manual_seed(0))
+                speeds[cached].append(500 / (time.perf_counter() - start))
+        cached, uncached = statistics.median(speeds[True]), statistics.median(speeds[False])
+        result[label] = {"context_window": model.context_window, "cached": cached, "uncached": uncached}
+        result[label]["speedup"] = cached / uncached
+    return result
+
+
+def attention(args: argparse.Namespace) -> dict:
+    from src.model.attention import MultiHeadAttention
+
+    result = {}
+    for label, batch, model in [
+        ("default (batch 32)", 32, _default_model()),
+        ("nanogpt_cpu (batch 12)", 12, _default_model(embedding_dim=128, positional="learned")),
+    ]:
+        model.train()
+        idx = torch.randint(0, 65, (batch, model.context_window))
+        times = {False: [], True: []}
+        for _ in range(args.rounds * 5):
+            for fused in (False, True):
+                for module in model.modules():
+                    if isinstance(module, MultiHeadAttention):
+                        module.fused = fused
+                for repeat in range(4):
+                    start = time.perf_counter()
+                    _, loss = model(idx, idx)
+                    loss.backward()
+                    if repeat:  # the first is a warm-up after switching paths
+                        times[fused].append(time.perf_counter() - start)
+                    model.zero_grad(set_to_none=True)
+        plain, fused = statistics.median(times[False]) * 1000, statistics.median(times[True]) * 1000
+        result[label] = {"plain_ms": plain, "fused_ms": fused, "speedup": plain / fused}
+    return result
+
+
+def logging_overhead(args: argparse.Namespace, workdir: Path) -> dict:
+    quiet = [
+        "trainer.log_every_n_steps=1000000",
+        "callbacks.tokens_per_sec=null",
+        "callbacks.sample_text=null",
+        "callbacks.attention_maps=null",
+        "callbacks.validation_report=null",
+        "progress_bar=false",
+    ]
+    base = ["experiment=nanogpt_cpu", f"trainer.max_steps={args.steps}", "sample.max_new_tokens=0"]
+    logged, silent = [], []
+    for _ in range(args.rounds):
+        logged.append(median_ms(run_ours([*base, "progress_bar=true"], workdir)["step_seconds"]))
+        silent.append(median_ms(run_ours([*base, *quiet], workdir)["step_seconds"]))
+    a, b = statistics.median(logged), statistics.median(silent)
+    return {"logged_ms": a, "silent_ms": b, "overhead_percent": 100 * (a - b) / b, "rounds": [logged, silent]}
+
+
+def table(results: dict) -> str:
+    """The results as a Markdown table (what BENCHMARKS.md quotes)."""
+
+    def fmt(value: float | None, spec: str) -> str:
+        return "n/a" if value is None else format(value, spec)
+
+    rows = ["| measurement | ours | nanoGPT | ratio |", "| --- | --- | --- | --- |"]
+    for label, r in results.get("throughput", {}).items():
+        rows.append(
+            f"| training step, {label}: median ms/step (tokens/s) | {r['ours_ms']:.1f} ({r['ours_tokens_per_s']:,.0f})"
+            f" | {fmt(r.get('nanogpt_ms'), '.1f')} ({fmt(r.get('nanogpt_tokens_per_s'), ',.0f')})"
+            f" | {fmt(r.get('speedup'), '.2f')}x |"
+        )
+    if c := results.get("curve"):
+        rows.append(
+            f"| baby run, 2000 steps: val loss / wall s | {c['ours_val_at_2000']:.3f} / {c['ours_wall_s']:.0f}"
+            f" | {fmt(c.get('nanogpt_val_at_2000'), '.3f')} / {fmt(c.get('nanogpt_wall_s'), '.0f')} | |"
+        )
+    if s := results.get("speedrun"):
+        nano = results.get("curve", {})
+        rows.append(
+            f"| seconds from process start to val loss <= {TARGET_LOSS} | {fmt(s.get('seconds'), '.1f')}"
+            f" (cpu_speedrun, step {s.get('step')}) | {fmt(nano.get('nanogpt_seconds_to_target'), '.1f')}"
+            f" (whole run {fmt(nano.get('nanogpt_wall_s'), '.0f')}) |"
+            f" {fmt(s.get('fraction_of_nanogpt_wall'), '.2f')}x of nanoGPT's wall |"
+        )
+    for label, g in results.get("generation", {}).items():
+        rows.append(
+            f"| sampling 500 tokens, {label} model (window {g['context_window']}): tokens/s cached vs uncached"
+            f" | {g['cached']:,.0f} vs {g['uncached']:,.0f} | | {g['speedup']:.2f}x |"
+        )
+    for label, a in results.get("attention", {}).items():
+        rows.append(
+            f"| forward + backward, {label}: plain vs fused attention ms | {a['plain_ms']:.1f} vs {a['fused_ms']:.1f}"
+            f" | | {a['speedup']:.2f}x |"
+        )
+    if lg := results.get("logging"):
+        rows.append(
+            f"| baby run ms/step with default logging vs none | {lg['logged_ms']:.1f} vs {lg['silent_ms']:.1f}"
+            f" | | {lg['overhead_percent']:+.1f}% |"
+        )
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nanogpt", type=Path, help="path to a nanoGPT checkout, run beside ours")
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    parser.add_argument("--steps", type=int, default=300, help="steps per throughput/logging round")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per comparison")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    if args.nanogpt and not (args.nanogpt / "train.py").is_file():
+        raise SystemExit(f"error: {args.nanogpt} has no train.py: pass the root of a nanoGPT checkout")
+    os.environ.setdefault("PROJECT_ROOT", str(ROOT))
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs")
+    results: dict = {}
+    with tempfile.TemporaryDirectory(prefix="scratchgpt-bench-") as tmp:
+        workdir = Path(tmp)
+        for section in args.only:
+            print(f"== {section}", flush=True)
+            if section == "throughput":
+                results[section] = throughput(args, workdir)
+            elif section == "curve":
+                results[section] = curve(args, workdir)
+            elif section == "speedrun":
+                nanogpt_wall = results.get("curve", {}).get("nanogpt_wall_s")
+                results[section] = speedrun(args, workdir, nanogpt_wall)
+            elif section == "generation":
+                results[section] = generation(args)
+            elif section == "attention":
+                results[section] = attention(args)
+            elif section == "logging":
+                results[section] = logging_overhead(args, workdir)
+            print(json.dumps(results[section], indent=2, default=float), flush=True)
+    print(table(results))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2, default=float))
+
+
+if __name__ == "__main__":
+    main()
