@@ -1,16 +1,17 @@
-"""What every command-line entry point shares: where the project lives, and one-line errors.
+"""What every command shares: one-line errors, and checking a command line before Hydra runs it.
 
-Bad input raises a ValueError (or OSError) whose message names the fix. Here it becomes
-`error: <message>` on stderr and exit status 2, not a stack trace. Before Hydra starts (and
-creates a run directory) the command line is composed once, so a wrong key or option, or a
-config the pre-check refuses, ends with nothing written. HYDRA_FULL_ERROR=1 shows full traces.
+Bad input raises a ValueError (or OSError) whose message names the fix; here it becomes
+`error: <message>` on stderr and exit status 2, never a stack trace. `command()` composes the
+command line once before Hydra starts (and creates a run directory): a wrong key, type or option,
+an unparsable value, or a config the command's own check refuses, ends with nothing written.
+`HYDRA_FULL_ERROR=1` shows full traces.
 """
 
 from __future__ import annotations
 
-import functools
+import difflib
+import itertools
 import os
-import re
 import sys
 import warnings
 from collections.abc import Callable
@@ -19,8 +20,11 @@ from typing import Any
 
 import hydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import HydraException
+from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+
+from src.config import register
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = PROJECT_ROOT / "conf"
@@ -48,103 +52,114 @@ def fail(message: str, status: int = 2) -> None:
 def compose(config_name: str, overrides: list[str]) -> DictConfig:
     """The config a command line would give, without running anything (hydra.* keys unavailable)."""
     os.environ.setdefault("PROJECT_ROOT", str(PROJECT_ROOT))
+    register()
     with hydra.initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         return hydra.compose(config_name=config_name, overrides=overrides)
 
 
-def first_point(overrides: list[str]) -> list[str]:
-    """A sweep's first combination (`a=1,2` -> `a=1`), to check a multirun's keys before it starts."""
-    parsed = OverridesParser.create().parse_overrides(overrides)
-    return [
-        f"{o.get_key_element()}={next(iter(o.sweep_string_iterator()))}" if o.is_sweep_override() else o.input_line
-        for o in parsed
-    ]
+def options(group: str) -> list[str]:
+    """A config group's options, as a user chooses them (the schemas are not options)."""
+    return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
+
+
+def unknown_key(key: str, config_name: str, overrides: list[str]) -> str:
+    """Name the keys that do exist beside a misspelt one, from the same command line without it."""
+    parent = key.rpartition(".")[0]
+    rest = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != key]
+    try:
+        node = compose(config_name, rest)
+        node = OmegaConf.select(node, parent) if parent else node
+    except HydraException:
+        node = None
+    if not isinstance(node, DictConfig):
+        return f"unknown config key '{key}': check its spelling"
+    keys = [str(k) for k in node.keys()]
+    close = difflib.get_close_matches(key.rpartition(".")[2], keys, n=1)
+    hint = f"did you mean {parent + '.' if parent else ''}{close[0]}? " if close else ""
+    return f"unknown config key '{key}': {hint}{parent or 'the config'} has: {', '.join(keys)}"
 
 
 def explain(err: HydraException, config_name: str, overrides: list[str]) -> str:
-    """Hydra's multi-line composition errors, as one line that names the fix."""
-    text = str(err)
-    missing = re.search(r"Could not find '([^']+)/([^']+)'", text)
-    if missing:
-        group, option = missing.groups()
-        choices = sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
-        return f"unknown option '{option}' for {group}: choose one of {', '.join(choices)}"
-    unknown = re.search(r"Could not override '([^']+)'", text) or re.search(r"Key '([^']+)' is not in struct", text)
-    if unknown:
-        key = unknown.group(1)
-        parent, _, _ = key.rpartition(".")
-        known = ""
-        try:
-            node = OmegaConf.select(compose(config_name, []), parent) if parent else compose(config_name, [])
-            if isinstance(node, DictConfig):
-                known = f"; {parent or 'the config'} has: {', '.join(str(k) for k in node.keys())}"
-        except HydraException:
-            pass
-        return f"unknown config key '{key}': check its spelling{known}"
-    if "mismatched input" in text or "no viable alternative" in text or "extraneous input" in text:
+    """A Hydra composition error as one line that names the fix, read from the exception's fields."""
+    if isinstance(err, OverrideParseException):
         return (
-            f"cannot parse the overrides {' '.join(overrides)}: quote values with spaces, commas or "
-            f"special characters, e.g. \"prompt='O Romeo, Romeo!'\""
+            f"cannot parse the override {err.override!r}: quote a value with spaces, commas or other special "
+            f"characters, e.g. \"prompt='O Romeo, Romeo!'\""
         )
+    if isinstance(err, MissingConfigException) and err.missing_cfg_file and "/" in err.missing_cfg_file:
+        group, option = err.missing_cfg_file.rsplit("/", 1)
+        return f"unknown option '{option}' for {group}: choose one of {', '.join(options(group))}"
+    cause = err.__cause__
+    if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and cause.full_key:
+        return unknown_key(str(cause.full_key), config_name, overrides)
+    if isinstance(cause, OmegaConfBaseException) and cause.full_key:
+        return f"{cause.full_key}: {cause.msg}"
     return one_line(err)
 
 
-Precheck = Callable[[DictConfig, list[str]], None]
+def sweep_points(overrides: list[str]) -> list[list[str]]:
+    """Every combination a basic multirun would launch (`a=1,2 b=3,4` gives four)."""
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    choices = []
+    for o in parsed:
+        try:
+            values = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.value()]
+            choices.append([f"{o.get_key_element()}={v}" for v in values] if o.is_sweep_override() else [o.input_line])
+        except HydraException:  # a search space (an Optuna interval): its sweeper draws the values
+            choices.append([o.input_line])
+    return [list(point) for point in itertools.product(*choices)]
 
 
-def hydra_entry(
-    config_name: str,
-    rewrite_argv: Callable[[list[str]], list[str]] | None = None,
-    precheck: Precheck | None = None,
-    user_errors: tuple[type[BaseException], ...] = (),
-) -> Callable[[Callable[[DictConfig], Any]], Callable[[], Any]]:
-    """Turn task(cfg) into a Hydra command reading conf/<config_name>.yaml.
+Check = Callable[[DictConfig, list[str]], None]
 
-    rewrite_argv may adjust the command-line overrides before anything else reads them;
-    precheck(cfg, argv) may refuse a single run's config before its run directory exists;
-    user_errors are further exception types reported as one line (e.g. Lightning's).
-    """
-    errors = USER_ERRORS + user_errors
 
-    def decorate(task: Callable[[DictConfig], Any]) -> Callable[[], Any]:
-        @functools.wraps(task)
-        def guarded(cfg: DictConfig) -> Any:
+def check_command_line(config_name: str, argv: list[str], check: Check | None) -> None:
+    """Compose what argv asks for and run the command's check, exiting with one line if refused."""
+    overrides = [a for a in argv if not a.startswith("-")]
+    if any(a in ("-m", "--multirun") for a in argv):
+        refused = []
+        for number, point in enumerate(sweep_points(overrides)):
             try:
-                return task(cfg)
-            except errors as err:
-                if os.environ.get("HYDRA_FULL_ERROR") == "1":
-                    raise
-                fail(one_line(err))
-
-        hydra_main = hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name=config_name)(guarded)
-
-        def check_before_running(argv: list[str]) -> None:
-            multirun = any(a in ("-m", "--multirun") for a in argv)
-            if any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
-                return  # --help, --cfg job, ...: Hydra's own flags, nothing runs
-            overrides = [a for a in argv if not a.startswith("-")]
-            try:
-                cfg = compose(config_name, first_point(overrides) if multirun else overrides)
+                compose(config_name, point)
             except HydraException as err:
-                fail(explain(err, config_name, overrides))
-            if precheck is not None and not multirun:
-                precheck(cfg, argv)
+                refused.append(f"job {number} ({' '.join(point)}): {explain(err, config_name, point)}")
+        if refused:
+            print("\n".join(f"error: {line}" for line in refused), file=sys.stderr)
+            sys.exit(2)
+        return
+    try:
+        cfg = compose(config_name, overrides)
+    except HydraException as err:
+        fail(explain(err, config_name, overrides))
+    if check is not None:
+        check(cfg, argv)
 
-        @functools.wraps(task)
-        def main() -> Any:
-            os.environ.setdefault("PROJECT_ROOT", str(PROJECT_ROOT))
-            if rewrite_argv is not None:
-                sys.argv[1:] = rewrite_argv(sys.argv[1:])
-            if os.environ.get("HYDRA_FULL_ERROR") != "1":
-                try:
-                    check_before_running(sys.argv[1:])
-                except errors as err:
-                    fail(one_line(err))
-            try:
-                return hydra_main()
-            except KeyboardInterrupt:  # before training started, or a second Ctrl-C
-                fail("interrupted; a run that had started training saved checkpoints/last.ckpt", status=130)
 
-        return main
+def command(config_name: str, task: Callable[[DictConfig], Any], check: Check | None = None) -> Any:
+    """Run task(cfg) as a Hydra command reading conf/<config_name>.yaml, with one-line errors.
 
-    return decorate
+    check(cfg, argv) may refuse a single run before Hydra creates its run directory.
+    """
+    os.environ.setdefault("PROJECT_ROOT", str(PROJECT_ROOT))
+    full_errors = os.environ.get("HYDRA_FULL_ERROR") == "1"
+
+    def guarded(cfg: DictConfig) -> Any:
+        try:
+            return task(cfg)
+        except USER_ERRORS as err:
+            if full_errors:
+                raise
+            fail(one_line(err))
+
+    argv = sys.argv[1:]
+    try:
+        if not full_errors and not any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
+            check_command_line(config_name, argv, check)  # not for --help, --cfg job, ...: nothing runs
+        register()
+        return hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name=config_name)(guarded)()
+    except USER_ERRORS as err:
+        if full_errors:
+            raise
+        fail(one_line(err))
+    except KeyboardInterrupt:  # before training started
+        fail("interrupted before training started: nothing was saved", status=130)

@@ -5,18 +5,16 @@ from __future__ import annotations
 import sys
 
 import lightning as L
-from lightning.fabric.utilities.exceptions import MisconfigurationException
 from omegaconf import DictConfig
 
-from src.cli import hydra_entry
+from src.cli import command
 from src.data.datamodule import ShakespeareDataModule
 from src.generate import pick_device
 from src.training.checkpoint import find_checkpoint
 from src.training.lit_gpt import LitGPT
 
 
-@hydra_entry(config_name="evaluate", user_errors=(MisconfigurationException,))
-def main(cfg: DictConfig) -> dict[str, float]:
+def run(cfg: DictConfig) -> dict[str, float]:
     path = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir)
     lit = LitGPT.from_checkpoint(path)
     print(f"checkpoint: {path}", file=sys.stderr)
@@ -56,6 +54,10 @@ def main(cfg: DictConfig) -> dict[str, float]:
                 f"{results[f'{s}/ppl']:>7.2f} {results[f'{s}/acc']:>7.3f}"
             )
     return results
+
+
+def main() -> None:
+    command("evaluate", run)
 
 
 if __name__ == "__main__":

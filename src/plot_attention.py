@@ -12,13 +12,12 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
-from src.cli import hydra_entry
+from src.cli import command
 from src.plots import attention_figure, save_png
 from src.training.checkpoint import find_checkpoint, load_trained
 
 
-@hydra_entry(config_name="plot_attention")
-def main(cfg: DictConfig) -> Path:
+def run(cfg: DictConfig) -> Path:
     path = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir)
     trained = load_trained(path)
     prompt = cfg.prompt.replace("\\n", "\n")[-trained.model.context_window :]
@@ -26,6 +25,8 @@ def main(cfg: DictConfig) -> Path:
         raise ValueError("the prompt is empty: pass prompt=... with at least one character")
     ids = trained.tokenizer.encode(prompt)
     out = Path(cfg.out)
+    if out.is_dir():
+        raise ValueError(f"out={out} is a folder: give a file name, e.g. out={out / 'attention.png'}")
     if not out.parent.is_dir():
         raise ValueError(f"cannot write {out}: the folder {out.parent} does not exist")
     with torch.no_grad():
@@ -35,6 +36,10 @@ def main(cfg: DictConfig) -> Path:
     print(f"checkpoint: {path}", file=sys.stderr)
     print(out)
     return out
+
+
+def main() -> None:
+    command("plot_attention", run)
 
 
 if __name__ == "__main__":

@@ -1,31 +1,44 @@
-"""`python -m src.train [overrides]`: train, validate, checkpoint, log to TensorBoard, print a sample."""
+"""`python -m src.train [overrides]`: train, validate, checkpoint, log to TensorBoard, print a sample.
 
+The recipe reads as lightning-hydra-template's: data, model, callbacks, logger, trainer; fit;
+report. Everything it meets was checked by `preflight.plan` first (values, text, checkpoint,
+prompts), on the command line before Hydra created the run directory.
+"""
+
+# ruff: noqa: E402  (the imports follow the Ctrl-C handler, so that one covers them too)
 from __future__ import annotations
+
+import os
+import signal
+import sys
+
+
+def interrupted_outside_training(signum: int, frame: object) -> None:
+    print("error: interrupted outside training (where Ctrl-C saves last.ckpt first): stopped", file=sys.stderr)
+    os._exit(130)
+
+
+if __name__ == "__main__":  # Ctrl-C while the libraries load, or before and after training: one line
+    signal.signal(signal.SIGINT, interrupted_outside_training)
 
 import logging
 import math
-import os
-import sys
-import tempfile
 import time
-from dataclasses import dataclass
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import lightning as L
-import torch
 from hydra.utils import instantiate
-from lightning.fabric.utilities.exceptions import MisconfigurationException
+from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from src import sweeps
-from src.cli import compose, fail, hydra_entry
-from src.data.datamodule import ShakespeareDataModule
-from src.data.tokenizer import CharTokenizer
+from src import preflight, sweeps
+from src.cli import command, fail
 from src.model.language_model import count_parameters
 from src.model.sampling import sample_text
-from src.training.callbacks import GracefulInterrupt, TokensPerSecond, TrainingInterrupted
-from src.training.checkpoint import CheckpointError, find_checkpoint, load_trained, read_checkpoint
+from src.training.callbacks import GracefulInterrupt, LogHyperparams, TokensPerSecond, TrainingInterrupted
+from src.training.checkpoint import CheckpointError, find_checkpoint, load_trained
 from src.training.checkpoint_io import AtomicCheckpointIO
 from src.training.lit_gpt import LitGPT
 
@@ -33,34 +46,9 @@ log = logging.getLogger(__name__)
 
 
 def show_progress_bar(setting: Any) -> bool:
-    if setting == "auto":
+    if str(setting).lower() == "auto":
         return sys.stderr.isatty() and not os.environ.get("CI")
-    return bool(setting)
-
-
-def check_accelerator(trainer_cfg: DictConfig) -> None:
-    if trainer_cfg.accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
-        raise ValueError(
-            "trainer=gpu asks for a GPU but none is available: use trainer=cpu, "
-            "or trainer=default, which takes a GPU only when there is one"
-        )
-
-
-def check_optimizer(optimizer_cfg: DictConfig) -> None:
-    if optimizer_cfg.name not in ("adamw", "sgd"):
-        raise ValueError(f"optimizer.name must be adamw or sgd, got {optimizer_cfg.name!r}: use optimizer=adamw or sgd")
-    if not optimizer_cfg.lr > 0:
-        raise ValueError(f"optimizer.lr must be positive, got {optimizer_cfg.lr}")
-
-
-def check_same_model(saved: dict[str, Any], requested: dict[str, Any], path: Path) -> None:
-    """Resuming must rebuild the model that was saved."""
-    for key in sorted(set(saved) | set(requested)):
-        if key != "fused" and saved.get(key) != requested.get(key):
-            raise ValueError(
-                f"{path} was trained with model.{key}={saved.get(key)}, but the config says {requested.get(key)}: "
-                f"resume with the run's own model options, or start a new run without ckpt_path"
-            )
+    return str(setting).lower() == "true"
 
 
 def tensorboard_hparams(cfg: DictConfig, num_parameters: int) -> dict[str, Any]:
@@ -76,164 +64,149 @@ def tensorboard_hparams(cfg: DictConfig, num_parameters: int) -> dict[str, Any]:
     }
 
 
-@dataclass
-class Setup:
-    """Everything a run needs, built and checked before training starts."""
-
-    datamodule: ShakespeareDataModule
-    lit: LitGPT
-    resume: Path | None
-
-
-def set_up(cfg: DictConfig) -> Setup:
-    """Check the config and build the data and model; raises ValueError naming the fix."""
-    check_accelerator(cfg.trainer)
-    check_optimizer(cfg.optimizer)
-    model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
-    data_cfg = OmegaConf.to_container(cfg.data, resolve=True)
-    resume, tokenizer = None, None
-    if cfg.ckpt_path is not None:
-        resume = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir, prefer="last")
-        saved = read_checkpoint(resume)["hyper_parameters"]
-        check_same_model(saved["model"], model_cfg, resume)
-        tokenizer = CharTokenizer.from_dict(saved["tokenizer"])
-    datamodule = ShakespeareDataModule(**data_cfg, tokenizer=tokenizer)
-    datamodule.prepare_data()
-    datamodule.setup("fit")
-    lit = LitGPT(
-        model=model_cfg,
-        tokenizer=datamodule.tokenizer.to_dict(),
-        optimizer=OmegaConf.to_container(cfg.optimizer, resolve=True),
-        data={k: data_cfg[k] for k in ("path", "val_fraction", "test_fraction")},
-    )
-    return Setup(datamodule, lit, resume)
-
-
-def check_writable(directory: str | Path) -> None:
-    """The nearest existing folder of `directory` must take a new file (probed, then removed)."""
-    path = Path(directory).expanduser().absolute()
-    existing = next(p for p in [path, *path.parents] if p.exists())
-    try:
-        if not existing.is_dir():
-            raise NotADirectoryError(f"{existing} is a file")
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as err:
-        raise ValueError(
-            f"cannot write the run to {path} ({err.strerror or err}): "
-            f"choose a writable folder with paths.log_dir=... or hydra.run.dir=..."
-        ) from None
-
-
-def precheck(cfg: DictConfig, argv: list[str]) -> None:
-    """Refuse a bad single run before Hydra creates its directory: nothing is written."""
-    run_dirs = [a.split("=", 1)[1] for a in argv if a.startswith("hydra.run.dir=")]
-    check_writable(run_dirs[-1] if run_dirs else cfg.paths.log_dir)
-    set_up(cfg)
+def build_callbacks(cfg: DictConfig, plan: preflight.Plan) -> list[L.Callback]:
+    """The configured callbacks (prompts resolved against the text), the progress bar if shown."""
+    shown = show_progress_bar(cfg.progress_bar)
+    callbacks = []
+    for name, spec in cfg.callbacks.items():
+        if spec is None or (name == "progress_bar" and not shown):
+            continue
+        extra = {"prompt": plan.prompts[name]} if name in plan.prompts else {}
+        callbacks.append(instantiate(spec, **extra))
+    return callbacks
 
 
 def train(cfg: DictConfig) -> float:
     """Train as configured; return the best validation loss (what sweepers minimise)."""
     started = time.time()
+    plan = preflight.plan(cfg)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
-    setup = set_up(cfg)
-    datamodule, lit, resume = setup.datamodule, setup.lit, setup.resume
+    run_dir = Path(cfg.paths.output_dir)
 
-    bar = show_progress_bar(cfg.progress_bar)
-    callbacks = [
-        instantiate(c) for name, c in cfg.callbacks.items() if c is not None and (bar or name != "progress_bar")
-    ]
+    datamodule = instantiate(cfg.data, tokenizer=plan.tokenizer)
+    lit = LitGPT(
+        model=OmegaConf.to_container(cfg.model, resolve=True),
+        tokenizer=plan.tokenizer.to_dict(),
+        optimizer=OmegaConf.to_container(cfg.optimizer, resolve=True),
+        data={k: cfg.data[k] for k in ("path", "val_fraction", "test_fraction")},
+    )
+    num_parameters = count_parameters(lit.model)
+    interrupt = GracefulInterrupt()
+    callbacks = [*build_callbacks(cfg, plan), interrupt, LogHyperparams(tensorboard_hparams(cfg, num_parameters))]
     logger = instantiate(cfg.logger, version=sweeps.run_name())  # sweep jobs: named by their overrides
     trainer: L.Trainer = instantiate(
         cfg.trainer,
-        callbacks=[*callbacks, GracefulInterrupt()],
+        callbacks=callbacks,
         logger=logger,
-        enable_progress_bar=bar,
+        enable_progress_bar=show_progress_bar(cfg.progress_bar),
         plugins=[AtomicCheckpointIO()],
     )
     if cfg.compile:
         lit.model.compile()  # in place: checkpoints keep the plain parameter names
-    num_parameters = count_parameters(lit.model)
-    logger.log_hyperparams(tensorboard_hparams(cfg, num_parameters))
-
     if trainer.is_global_zero:
-        n_train, n_val = len(datamodule.splits["train"]), len(datamodule.splits["val"])
         log.info(
-            f"{cfg.model.kind}: {num_parameters / 1e6:.2f}M parameters | vocab {datamodule.tokenizer.vocab_size} "
-            f"| train {n_train:,} / val {n_val:,} characters | {trainer.max_steps} steps of "
-            f"{cfg.data.batch_size}x{cfg.model.context_window} tokens | run dir {cfg.paths.output_dir}"
+            f"{cfg.model.kind}: {num_parameters / 1e6:.2f}M parameters | vocab {plan.tokenizer.vocab_size} "
+            f"| {plan.corpus.length:,} characters of {plan.corpus.path.name} | {trainer.max_steps} steps of "
+            f"{cfg.data.batch_size}x{cfg.model.context_window} tokens | run dir {run_dir}"
         )
-        if resume is not None:
-            log.info(f"resuming from {resume}")
-    try:
-        trainer.fit(lit, datamodule=datamodule, ckpt_path=str(resume) if resume else None)
-    except TrainingInterrupted as stop:
-        status = 130 if stop.signal_name == "SIGINT" else 143
-        fail(f"{stop}; resume with: python -m src.train ckpt_path={cfg.paths.output_dir}", status=status)
-    checkpointing = trainer.checkpoint_callback
-    best_path = getattr(checkpointing, "best_model_path", "") if checkpointing is not None else ""
-    best_loss = lit.best_val_loss
+        if plan.resume is not None:
+            log.info(f"resuming from {plan.resume}")
+
+    with preflight.hold_run_dir(run_dir) if trainer.is_global_zero else nullcontext():
+        try:
+            trainer.fit(lit, datamodule=datamodule, ckpt_path=str(plan.resume) if plan.resume else None)
+            if interrupt.received:  # during or after the last step: last.ckpt already holds it
+                raise TrainingInterrupted(
+                    interrupt.received, trainer.global_step, run_dir / "checkpoints" / "last.ckpt"
+                )
+        except TrainingInterrupted as stop:
+            status = 130 if stop.signal_name.endswith("SIGINT") else 143
+            fail(f"{stop}; resume with: python -m src.train ckpt_path={run_dir}", status=status)
+        return report(cfg, plan, trainer, lit, num_parameters, time.time() - started)
+
+
+def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_parameters: int, wall: float) -> float:
+    """result.json for sweeps, the best val loss, and a sample from the best checkpoint."""
+    best = lit.best_val_loss
+    best_path = getattr(trainer.checkpoint_callback, "best_model_path", "") if trainer.checkpoint_callback else ""
+    if not trainer.is_global_zero:
+        return best
     speed = next((c.overall for c in trainer.callbacks if isinstance(c, TokensPerSecond)), None)
-    if trainer.is_global_zero:
-        sweeps.write_result(
-            cfg.paths.output_dir,
-            {
-                "status": "ok",
-                "best_val_loss": best_loss,
-                "best_val_bpc": best_loss / math.log(2),
-                "parameters": num_parameters,
-                "tokens_per_sec": speed,
-                "steps": trainer.global_step,
-                "wall_seconds": time.time() - started,
-                "best_checkpoint": best_path,
-            },
+    validated = math.isfinite(best)
+    sweeps.write_result(
+        cfg.paths.output_dir,
+        {
+            "status": "ok" if validated else "not validated",
+            "best_val_loss": best if validated else None,
+            "best_val_bpc": best / math.log(2) if validated else None,
+            "parameters": num_parameters,
+            "tokens_per_sec": speed,
+            "steps": trainer.global_step,
+            "wall_seconds": wall,
+            "best_checkpoint": best_path,
+        },
+    )
+    if validated:
+        log.info(f"best val loss {best:.4f} -> {best_path}")
+    s = cfg.sample
+    if s.max_new_tokens > 0:
+        model = load_trained(best_path).model if best_path else lit.model.eval()
+        text = sample_text(
+            model,
+            plan.tokenizer,
+            plan.prompts["sample"],
+            s.max_new_tokens,
+            s.temperature,
+            s.top_k,
+            s.top_p,
+            seed=cfg.seed,
         )
-    if trainer.is_global_zero and best_path:
-        log.info(f"best val loss {best_loss:.4f} -> {best_path}")
-        s = cfg.sample
-        if s.max_new_tokens > 0:
-            best = load_trained(best_path)
-            sample = sample_text(
-                best.model, best.tokenizer, s.prompt, s.max_new_tokens, s.temperature, s.top_k, s.top_p, seed=cfg.seed
-            )
-            log.info("sample:\n" + sample)
-        log.info("watch it: tensorboard --logdir outputs")
-    return best_loss
+        log.info("sample:\n" + text)
+    log.info("watch it: tensorboard --logdir outputs")
+    return best
 
 
 def continue_run(argv: list[str]) -> list[str]:
     """`ckpt_path=<run dir, its checkpoint, or last>` continues that run where it was saved.
 
-    The run's own overrides (from its .hydra/overrides.yaml) come first, so the same model and
-    settings are rebuilt; overrides typed now come after them and win (e.g. a larger
-    trainer.max_steps). Output goes to the same run directory, so TensorBoard shows one curve.
+    The run's own overrides (its .hydra/overrides.yaml) come first, so the same model and settings
+    are rebuilt; overrides typed now follow and win, as the later of two overrides does in Hydra
+    (e.g. a larger trainer.max_steps). Output goes to the same run directory: one curve.
     """
-    given = [a for a in argv if a.startswith("ckpt_path=")]
-    if not given or any(a in ("-m", "--multirun") or a.startswith("hydra.run.dir=") for a in argv):
+    given = [a.split("=", 1)[1] for a in argv if a.startswith("ckpt_path=")]
+    if not given or given[-1] in ("null", "") or any(a in ("-m", "--multirun") or "hydra.run.dir=" in a for a in argv):
         return argv
-    spec = given[-1].split("=", 1)[1]
-    if spec in ("null", ""):
-        return argv
-    log_dir = compose("train", [a for a in argv if not a.startswith("ckpt_path=")]).paths.log_dir
+    log_dirs = [a.split("=", 1)[1] for a in argv if a.startswith("paths.log_dir=")]
+    log_dir = log_dirs[-1] if log_dirs else Path(__file__).resolve().parent.parent / "outputs"
     try:
-        checkpoint = find_checkpoint(spec, log_dir, prefer="last")
+        checkpoint = find_checkpoint(given[-1], log_dir, prefer="last")
     except CheckpointError:
-        return argv  # train() reports it
+        return argv  # the pre-check reports it
     run_dir = checkpoint.parent.parent
     saved = run_dir / ".hydra" / "overrides.yaml"
     if checkpoint.parent.name != "checkpoints" or not saved.is_file():
         return argv
     previous = [o for o in OmegaConf.load(saved) if not o.startswith(("ckpt_path=", "hydra."))]
     typed = [a for a in argv if not a.startswith("ckpt_path=")]
-    latest = {o.split("=", 1)[0]: o for o in [*previous, *typed]}  # one entry per key, the last one wins
-    return [*latest.values(), f"ckpt_path={checkpoint}", f"hydra.run.dir={run_dir}"]
+    return [*previous, *typed, f"ckpt_path={checkpoint}", f"hydra.run.dir={run_dir}"]
 
 
-@hydra_entry(
-    config_name="train", rewrite_argv=continue_run, precheck=precheck, user_errors=(MisconfigurationException,)
-)
-def main(cfg: DictConfig) -> float | None:
+def check_before_hydra(cfg: DictConfig, argv: list[str]) -> None:
+    """Refuse a bad single run before Hydra creates its directory: nothing is written."""
+    run_dirs = [a.split("=", 1)[1] for a in argv if a.startswith("hydra.run.dir=")]
+    preflight.check_writable(run_dirs[-1] if run_dirs else cfg.paths.log_dir)
+    if run_dirs and rank_zero_only.rank == 0:  # DDP's other ranks join the run that rank 0 holds
+        preflight.check_not_in_use(run_dirs[-1])
+    preflight.plan(cfg)
+
+
+def task(cfg: DictConfig) -> float | None:
     return sweeps.run_job(cfg, train) if sweeps.in_multirun() else train(cfg)
+
+
+def main() -> Any:
+    sys.argv[1:] = continue_run(sys.argv[1:])  # Hydra reads the command line from sys.argv
+    return command("train", task, check=check_before_hydra)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Callbacks that report how training goes: throughput and a tidy progress bar."""
+"""Callbacks of a training run: throughput, the progress bar, a line per validation, last.ckpt, signals."""
 
 from __future__ import annotations
 
@@ -9,16 +9,22 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-from lightning.pytorch.callbacks import TQDMProgressBar
+from lightning.pytorch.callbacks import Checkpoint, TQDMProgressBar
 
 
 def is_logging_step(trainer: L.Trainer) -> bool:
-    """Whether Lightning writes this step's metrics to the logger (every log_every_n_steps).
+    """Whether the optimizer step in progress is one whose metrics Lightning writes to the logger.
 
-    Lightning's own predicate, valid in every hook of the step: logging on other steps would
-    cost time and never be written.
+    Lightning writes every `log_every_n_steps`-th step; inside the step (training_step, gradient
+    clipping) `global_step` still counts the steps before it. Logging on other steps would cost
+    time and never be written.
     """
-    return trainer._logger_connector.should_update_logs
+    return (trainer.global_step + 1) % trainer.log_every_n_steps == 0
+
+
+def was_logging_step(trainer: L.Trainer) -> bool:
+    """is_logging_step for the step just taken, in on_train_batch_end (global_step has counted it)."""
+    return trainer.global_step % trainer.log_every_n_steps == 0
 
 
 class TokensPerSecond(L.Callback):
@@ -58,7 +64,7 @@ class TokensPerSecond(L.Callback):
             self.total_seconds += now - self.last
             self.total_tokens += tokens
         self.last = now
-        if is_logging_step(trainer) and self.window_seconds > 0:
+        if was_logging_step(trainer) and self.window_seconds > 0:
             pl_module.log("train/tokens_per_sec", self.window_tokens / self.window_seconds, prog_bar=True)
             self.window_seconds, self.window_tokens = 0.0, 0
 
@@ -95,20 +101,60 @@ class ValidationReport(L.Callback):
         (bar.print if bar is not None and bar.is_enabled else print)(line)
 
 
-class TrainingInterrupted(Exception):
-    """Raised right after the interrupt checkpoint is written, so nothing runs or saves after it."""
+class LastCheckpoint(Checkpoint):
+    """checkpoints/last.ckpt always holds the newest state: after every validation, every
+    `every_n_train_steps` steps if set, and when training ends, whatever the val loss did.
 
-    def __init__(self, signal_name: str, step: int, saved_to: Path):
-        super().__init__(f"{signal_name} at step {step}: saved {saved_to}")
+    (Lightning's ModelCheckpoint refreshes its last.ckpt only when it also saved a top-k file, so
+    on a run whose val loss stopped improving it would stay at the best step.) A Checkpoint
+    subclass, so Lightning runs it after the best-checkpoint callback, whose state it then saves.
+    """
+
+    def __init__(self, dirpath: str | Path, every_n_train_steps: int | None = None):
+        if every_n_train_steps is not None and (isinstance(every_n_train_steps, bool) or every_n_train_steps < 1):
+            raise ValueError(
+                f"callbacks.last_checkpoint.every_n_train_steps must be a positive integer or null, "
+                f"got {every_n_train_steps!r}"
+            )
+        self.path = Path(dirpath) / "last.ckpt"
+        self.every_n_train_steps = every_n_train_steps
+        self.saved_step: int | None = None
+
+    def save(self, trainer: L.Trainer) -> None:
+        if trainer.global_step != self.saved_step and not trainer.sanity_checking and trainer.state.fn == "fit":
+            trainer.save_checkpoint(self.path, weights_only=False)
+            self.saved_step = trainer.global_step
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if self.every_n_train_steps and trainer.global_step % self.every_n_train_steps == 0:
+            self.save(trainer)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.save(trainer)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.save(trainer)  # e.g. validation switched off with trainer.limit_val_batches=0
+
+
+class TrainingInterrupted(Exception):
+    """A signal stopped training; nothing runs or saves after it."""
+
+    def __init__(self, signal_name: str, step: int, saved_to: Path | None, newest: str = ""):
+        saved = f"saved {saved_to}" if saved_to else f"stopped at once without saving; {newest}"
+        super().__init__(f"{signal_name} at step {step}: {saved}")
         self.signal_name, self.step, self.saved_to = signal_name, step, saved_to
 
 
 class GracefulInterrupt(L.Callback):
-    """Ctrl-C (SIGINT) or SIGTERM: finish the step in flight, save last.ckpt, stop.
+    """Ctrl-C (SIGINT) or SIGTERM: finish the step in flight (and a validation in flight), save
+    last.ckpt, stop.
 
-    The checkpoint holds everything a resume needs (weights, optimizer, schedule, step, data
-    position, RNG), so `python -m src.train ckpt_path=<run dir>` carries on as if nothing
-    happened. A second signal stops at once; the atomic checkpoint writes keep the files whole.
+    The signal is acted on between two steps, where the checkpoint holds everything a resume
+    needs (weights, optimizer, schedule, step, data position, RNG), so `python -m src.train
+    ckpt_path=<run dir>` carries on as if nothing happened. A signal during or after the last
+    step is acted on by train() once fit returns. A second signal stops at once.
     """
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -116,12 +162,16 @@ class GracefulInterrupt(L.Callback):
     def __init__(self) -> None:
         self.received: str | None = None
         self.previous: dict[int, Any] = {}
+        self.trainer: L.Trainer | None = None
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if self.received is not None:  # asked twice: stop now
-            self._restore()
-            raise KeyboardInterrupt
-        self.received = signal.Signals(signum).name
+        name = signal.Signals(signum).name
+        if self.received is None:
+            self.received = name
+            return
+        self._restore()  # asked twice: stop now, naming the newest checkpoint on disk
+        step = self.trainer.global_step if self.trainer is not None else 0
+        raise TrainingInterrupted(f"second {name}", step, None, "the newest checkpoint on disk is intact")
 
     def _restore(self) -> None:
         for signum, handler in self.previous.items():
@@ -129,25 +179,41 @@ class GracefulInterrupt(L.Callback):
         self.previous = {}
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.trainer = trainer
         if threading.current_thread() is threading.main_thread():
             self.previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
 
-    def on_train_batch_end(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
+    def stop_if_signalled(self, trainer: L.Trainer) -> None:
+        """Save a full, resumable last.ckpt and raise TrainingInterrupted, if a signal came."""
         # Every rank must stop at the same step, whichever of them got the signal.
         if not trainer.strategy.reduce_boolean_decision(self.received is not None, all=False):
             return
-        checkpointing = trainer.checkpoint_callback
-        directory = getattr(checkpointing, "dirpath", None) or Path(trainer.default_root_dir) / "checkpoints"
-        saved_to = Path(directory) / "last.ckpt"
-        trainer.save_checkpoint(saved_to, weights_only=False)  # a full, resumable state
-        # Lightning writes this step's metrics right after this hook, which the raise below
-        # skips: write them now so the curve has no hole where the run was interrupted.
-        trainer._logger_connector.update_train_step_metrics()
-        # Stop here: letting the loop wind down would validate and re-save last.ckpt with a
-        # different loop state, and the resumed run would no longer replay the same steps.
+        saved_to = Path(trainer.default_root_dir) / "checkpoints" / "last.ckpt"
+        for callback in trainer.callbacks:
+            if isinstance(callback, LastCheckpoint):
+                saved_to = callback.path
+        trainer.save_checkpoint(saved_to, weights_only=False)
         raise TrainingInterrupted(self.received or "SIGTERM", trainer.global_step, saved_to)
+
+    def on_train_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        self.stop_if_signalled(trainer)
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self._restore()
+
+
+class LogHyperparams(L.Callback):
+    """The run's settings in TensorBoard's HPARAMS tab, entered once the first validation gives
+    hp_metric (the best val loss) a real value: a run that never validated never looks best."""
+
+    def __init__(self, params: dict[str, Any]):
+        self.params, self.logged = params, False
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.logged or trainer.sanity_checking or trainer.state.fn != "fit" or not trainer.is_global_zero:
+            return
+        for logger in trainer.loggers:
+            logger.log_hyperparams(self.params, metrics={"hp_metric": pl_module.best_val_loss})
+        self.logged = True

@@ -7,6 +7,7 @@ to rebuild the model and sample from it.
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,23 @@ from src.data.tokenizer import CharTokenizer
 from src.data.windows import IGNORE
 from src.model.factory import build_model
 from src.model.layers import cross_entropy
-from src.training.callbacks import is_logging_step
+from src.training.callbacks import is_logging_step, was_logging_step
 from src.training.checkpoint import load_weights, read_checkpoint
-from src.training.optim import build_optimizer, build_schedule
+from src.training.optim import apply_settings, build_optimizer, build_schedule
+
+log = logging.getLogger(__name__)
+
+
+def log_at_step(trainer: L.Trainer, metrics: dict[str, float]) -> None:
+    """Write metrics to the loggers at the number of optimizer steps taken, as the printed lines say.
+
+    Lightning itself writes the training metrics of step k at k - 1 (checked against Lightning
+    2.6.6; tests/test_faults.py reads the train/loss steps back), so validation at step 250 and
+    the media beside it are written here, at 250, through the loggers' public log_metrics.
+    """
+    if trainer.is_global_zero:
+        for logger in trainer.loggers:
+            logger.log_metrics(metrics, step=trainer.global_step)
 
 
 class NonFiniteLossError(ValueError):
@@ -100,11 +115,6 @@ class LitGPT(L.LightningModule):
         self.log_dict(metrics, logger=False, sync_dist=True)
         return metrics
 
-    def _log_at_step(self, metrics: dict[str, float]) -> None:
-        """To the logger at the number of optimizer steps taken (Lightning would use that minus one)."""
-        if self.logger is not None and self.trainer.is_global_zero:
-            self.logger.log_metrics(metrics, step=self.global_step)
-
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         self._eval_step("val", batch)
 
@@ -112,7 +122,7 @@ class LitGPT(L.LightningModule):
         metrics = self._eval_epoch_end("val")
         if not self.trainer.sanity_checking and self.trainer.state.fn == "fit":
             self.best_val_loss = min(self.best_val_loss, metrics["val/loss"])
-            self._log_at_step({**metrics, "hp_metric": self.best_val_loss})
+            log_at_step(self.trainer, {**metrics, "hp_metric": self.best_val_loss})
 
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         self._eval_step("test", batch)
@@ -120,10 +130,14 @@ class LitGPT(L.LightningModule):
     def on_test_epoch_end(self) -> None:
         self._eval_epoch_end("test")
 
-    def configure_optimizers(self) -> dict[str, Any]:
+    def optimizer_config(self) -> dict[str, Any]:
         cfg = dict(self.hparams.optimizer)
         if cfg.get("decay_steps") is None:
             cfg["decay_steps"] = self.trainer.max_steps
+        return cfg
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        cfg = self.optimizer_config()
         optimizer = build_optimizer(self.model, cfg)
         schedule = build_schedule(optimizer, cfg)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
@@ -148,9 +162,24 @@ class LitGPT(L.LightningModule):
         if log_now:
             self.log("train/grad_norm", norm)
 
+    def on_train_start(self) -> None:
+        """The optimizer settings of the config win over those a resumed checkpoint restored."""
+        cfg = self.optimizer_config()
+        apply_settings(self.optimizers(use_pl_optimizer=False), self.lr_schedulers(), cfg)
+        if self.global_step > 0 and self.trainer.is_global_zero:
+            log.info(
+                f"resuming at step {self.global_step}: the learning rate now follows warmup + cosine to step "
+                f"{cfg['decay_steps']} (optimizer.decay_steps; null = trainer.max_steps), now "
+                f"{self.trainer.optimizers[0].param_groups[0]['lr']:.3g}"
+            )
+
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        if is_logging_step(self.trainer):
+        if was_logging_step(self.trainer):
             self.check_finite()
+        if self.global_step >= self.trainer.max_steps:
+            # Asked to stop, Lightning validates this step: every run ends with a validation
+            # (and so with last.ckpt at its newest step), whatever val_check_interval says.
+            self.trainer.should_stop = True
 
     def on_validation_start(self) -> None:
         if self.trainer.state.fn == "fit":

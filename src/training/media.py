@@ -7,7 +7,6 @@ import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 
 from src.model.sampling import sample_text
-from src.plots import attention_figure
 
 
 def tensorboard(trainer: L.Trainer):  # -> SummaryWriter | None
@@ -23,7 +22,7 @@ def tensorboard(trainer: L.Trainer):  # -> SummaryWriter | None
 class SampleText(L.Callback):
     """A fixed-seed continuation of a fixed prompt, so the text improves step by step, readably."""
 
-    def __init__(self, prompt: str = "ROMEO:", max_new_tokens: int = 200, temperature: float = 0.8, seed: int = 0):
+    def __init__(self, prompt: str, max_new_tokens: int = 200, temperature: float = 0.8, seed: int = 0):
         self.prompt, self.max_new_tokens, self.temperature, self.seed = prompt, max_new_tokens, temperature, seed
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -44,7 +43,7 @@ class AttentionMaps(L.Callback):
     training uses.
     """
 
-    def __init__(self, prompt: str = "ROMEO:\nO, she doth teach the torch"):
+    def __init__(self, prompt: str):
         self.prompt = prompt
 
     @torch.no_grad()
@@ -52,6 +51,8 @@ class AttentionMaps(L.Callback):
         writer = tensorboard(trainer)
         if writer is None or trainer.state.fn != "fit":
             return
+        from src.plots import attention_figure  # matplotlib, only once there is a figure to draw
+
         model, tokenizer = pl_module.model, pl_module.tokenizer
         prompt = self.prompt[-model.context_window :]
         ids = tokenizer.encode(prompt).to(pl_module.device)

@@ -58,3 +58,26 @@ def build_schedule(optimizer: torch.optim.Optimizer, cfg: Mapping[str, Any]) -> 
     min_lr, lr = cfg.get("min_lr", cfg["lr"]), cfg["lr"]
     shape = WarmupCosine(cfg.get("warmup_steps", 0), cfg["decay_steps"], min_lr / lr)
     return torch.optim.lr_scheduler.LambdaLR(optimizer, shape)
+
+
+def apply_settings(
+    optimizer: torch.optim.Optimizer, schedule: torch.optim.lr_scheduler.LambdaLR, cfg: Mapping[str, Any]
+) -> None:
+    """Set rate, schedule and decay from cfg on an optimizer whose state a checkpoint may have restored.
+
+    Resuming restores the saved param groups and schedule, which would silently keep the old
+    settings: the ones typed now win, and the cosine is planned to cfg["decay_steps"].
+    """
+    lr = cfg["lr"]
+    shape = WarmupCosine(cfg.get("warmup_steps", 0), cfg["decay_steps"], cfg.get("min_lr", lr) / lr)
+    schedule.lr_lambdas = [shape] * len(optimizer.param_groups)
+    schedule.base_lrs = [lr] * len(optimizer.param_groups)
+    decay = cfg.get("weight_decay", 0.0)
+    for group, group_decay in zip(optimizer.param_groups, (decay, 0.0), strict=True):
+        group["lr"] = lr * shape(schedule.last_epoch)
+        group["initial_lr"] = lr
+        group["weight_decay"] = group_decay
+        if "betas" in cfg:
+            group["betas"] = tuple(cfg["betas"])
+        if "momentum" in cfg:
+            group["momentum"] = cfg["momentum"]

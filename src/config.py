@@ -1,0 +1,271 @@
+"""Config schemas: what each key under conf/ may hold, enforced by OmegaConf when Hydra composes.
+
+One schema per concept, registered in Hydra's ConfigStore; every YAML file under conf/ names its
+schema first in its defaults list. OmegaConf itself then refuses unknown keys and values of the
+wrong type (`model.embedding_dim=64.5`), naming the key. The schemas of the model, the data and
+the Trainer are read off the classes they configure (GPTConfig, the DataModule's and the
+Trainer's constructors), so every argument of those is a key and no list is kept twice.
+What a type cannot say (a positive rate, heads that divide the width) is `check_values`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig
+
+from src.model.gpt import GPTConfig
+from src.model.seed_gpt import SeedGPTConfig
+
+PRIMITIVES = (int, float, str, bool)
+
+
+class ConfigError(ValueError):
+    """A value the schema's types allow but the run cannot use; the message names the key and the fix."""
+
+
+def omegaconf_type(hint: Any) -> Any:
+    """The type OmegaConf can check for a Python annotation: int, Optional[float], ...; else Any."""
+    if hint in PRIMITIVES:
+        return hint
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1 and rest[0] in PRIMITIVES and len(args) == 2:
+            return rest[0] | None
+    return Any
+
+
+def schema_of(target: Callable, name: str, skip: tuple[str, ...] = (), **extra: Any) -> type:
+    """A dataclass with one typed field per parameter of `target` (a class), plus `extra` fields."""
+    hints = typing.get_type_hints(target.__init__)
+    fields = []
+    for p in inspect.signature(target).parameters.values():
+        if p.name in skip or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        default = MISSING if p.default is p.empty else p.default
+        kind = omegaconf_type(hints.get(p.name, Any))
+        if not (default is None or default is MISSING or isinstance(default, PRIMITIVES)):
+            kind, default = Any, None  # an object default (an enum, a callable) is left to the target
+        fields.append((p.name, kind, field(default=default)))
+    fields += [(key, type(value), field(default=value)) for key, value in extra.items()]
+    return dataclasses.make_dataclass(name, fields)
+
+
+# ---------------------------------------------------------------------------- the schemas
+
+GPTSchema = schema_of(GPTConfig, "GPTSchema", skip=("vocab_size",), kind="gpt")
+SeedSchema = schema_of(SeedGPTConfig, "SeedSchema", skip=("vocab_size",), kind="seed")
+
+
+@dataclass
+class AdamWSchema:
+    name: str = "adamw"
+    lr: float = 2e-3
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.99])
+    weight_decay: float = 0.1
+    fused: bool = True
+    warmup_steps: int = 100
+    min_lr: float = 2e-4
+    decay_steps: int | None = None
+
+
+@dataclass
+class SGDSchema:
+    name: str = "sgd"
+    lr: float = 1e-3
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    min_lr: float = 1e-3
+    decay_steps: int | None = None
+
+
+@dataclass
+class SampleSchema:
+    """The sample printed when training ends (max_new_tokens=0: none)."""
+
+    prompt: str | None = None  # null: the opening of the training text
+    max_new_tokens: int = 300
+    temperature: float = 0.8
+    top_k: int | None = None
+    top_p: float | None = None
+
+
+@dataclass
+class TrainSchema:
+    seed: int = 1337
+    ckpt_path: str | None = None
+    compile: bool = False
+    overwrite: bool = False
+    progress_bar: str = "auto"
+    sample: SampleSchema = field(default_factory=SampleSchema)
+    # The groups: each checked by its own schema when its YAML file is composed.
+    paths: Any = None
+    model: Any = None
+    data: Any = None
+    optimizer: Any = None
+    trainer: Any = None
+    logger: Any = None
+    callbacks: Any = None
+
+
+@dataclass
+class GenerateSchema:
+    ckpt_path: str | None = None
+    prompt: str = "ROMEO:"
+    max_new_tokens: int = 500
+    temperature: float = 0.8
+    top_k: int | None = None
+    top_p: float | None = None
+    greedy: bool = False
+    seed: int = 1337
+    device: str = "auto"
+    paths: Any = None
+
+
+@dataclass
+class EvaluateSchema:
+    ckpt_path: str | None = None
+    data_path: str | None = None
+    batch_size: int = 256
+    device: str = "auto"
+    paths: Any = None
+
+
+@dataclass
+class PlotAttentionSchema:
+    ckpt_path: str | None = None
+    prompt: str = "ROMEO:\nO, she doth teach the torch"
+    out: str = "attention.png"
+    paths: Any = None
+
+
+def register() -> None:
+    """Put every schema into Hydra's ConfigStore, where conf/'s defaults lists find them."""
+    from lightning.pytorch import Trainer
+
+    from src.data.datamodule import ShakespeareDataModule
+
+    store = ConfigStore.instance()
+    store.store(name="train_schema", node=TrainSchema)
+    store.store(name="generate_schema", node=GenerateSchema)
+    store.store(name="evaluate_schema", node=EvaluateSchema)
+    store.store(name="plot_attention_schema", node=PlotAttentionSchema)
+    store.store(group="model", name="gpt_schema", node=GPTSchema)
+    store.store(group="model", name="seed_schema", node=SeedSchema)
+    store.store(group="optimizer", name="adamw_schema", node=AdamWSchema)
+    store.store(group="optimizer", name="sgd_schema", node=SGDSchema)
+    data = schema_of(ShakespeareDataModule, "DataSchema", skip=("tokenizer",), _target_="")
+    store.store(group="data", name="data_schema", node=data)
+    # Trainer(...) takes every key but the objects train() hands it itself.
+    trainer = schema_of(Trainer, "TrainerSchema", skip=TRAINER_SET_BY_TRAIN, _target_="lightning.pytorch.Trainer")
+    store.store(group="trainer", name="trainer_schema", node=trainer)
+
+
+TRAINER_SET_BY_TRAIN = ("callbacks", "logger", "plugins", "enable_progress_bar")
+
+
+# ---------------------------------------------------------------------------- values
+
+
+def _fail(key: str, value: Any, must: str, fix: str = "") -> None:
+    raise ConfigError(f"{key} must be {must}, got {value!r}" + (f": {fix}" if fix else ""))
+
+
+def _positive_int(key: str, value: Any, fix: str = "") -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        _fail(key, value, "a positive integer", fix)
+
+
+def _finite(key: str, value: float, low: float, must: str, strict: bool = False) -> None:
+    if not (math.isfinite(value) and (value > low if strict else value >= low)):
+        _fail(key, value, must)
+
+
+def check_model(model: DictConfig) -> None:
+    for key in ("context_window", "embedding_dim", "num_heads", "num_layers", "mlp_ratio"):
+        if key in model:
+            _positive_int(f"model.{key}", model[key])
+    if model.embedding_dim % model.num_heads:
+        raise ConfigError(
+            f"embedding_dim ({model.embedding_dim}) must be divisible by num_heads ({model.num_heads}): "
+            f"choose an embedding_dim that is a multiple of num_heads"
+        )
+    if "dropout" in model and not 0.0 <= model.dropout < 1.0:
+        _fail("model.dropout", model.dropout, "in [0, 1)")
+    if model.positional not in ("sinusoidal", "learned"):
+        _fail("model.positional", model.positional, "sinusoidal or learned")
+
+
+def check_optimizer(opt: DictConfig) -> None:
+    _finite("optimizer.lr", opt.lr, 0.0, "a positive finite number", strict=True)
+    _finite("optimizer.min_lr", opt.min_lr, 0.0, "a finite number >= 0")
+    _finite("optimizer.weight_decay", opt.weight_decay, 0.0, "a finite number >= 0 (0 turns decay off)")
+    if opt.warmup_steps < 0:
+        _fail("optimizer.warmup_steps", opt.warmup_steps, ">= 0")
+    if opt.decay_steps is not None:
+        _positive_int("optimizer.decay_steps", opt.decay_steps, "or null for trainer.max_steps")
+    if "betas" in opt and (len(opt.betas) != 2 or not all(0.0 <= b < 1.0 for b in opt.betas)):
+        _fail("optimizer.betas", list(opt.betas), "two numbers in [0, 1), e.g. [0.9,0.99]")
+    if "momentum" in opt:
+        _finite("optimizer.momentum", opt.momentum, 0.0, "a finite number >= 0")
+
+
+def check_data(data: DictConfig) -> None:
+    for key in ("batch_size", "val_batch_size"):
+        _positive_int(f"data.{key}", data[key])
+    if data.num_workers < 0:
+        _fail("data.num_workers", data.num_workers, ">= 0")
+    if not (0 < data.val_fraction < 1 and 0 <= data.test_fraction < 1 and data.val_fraction + data.test_fraction < 1):
+        raise ConfigError(
+            f"data.val_fraction ({data.val_fraction}) must be in (0, 1) and data.test_fraction "
+            f"({data.test_fraction}) in [0, 1), together below 1 so that text is left to train on"
+        )
+
+
+def check_trainer(trainer: DictConfig) -> None:
+    _positive_int("trainer.max_steps", trainer.max_steps, "the number of optimizer steps to train")
+    interval = trainer.val_check_interval
+    if interval is not None:
+        _positive_int("trainer.val_check_interval", interval, "steps between validations")
+    _positive_int("trainer.accumulate_grad_batches", trainer.accumulate_grad_batches)
+    if trainer.log_every_n_steps is not None:
+        _positive_int("trainer.log_every_n_steps", trainer.log_every_n_steps)
+    clip = trainer.gradient_clip_val
+    if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float)) or not clip >= 0):
+        _fail("trainer.gradient_clip_val", clip, "a number >= 0 (0 or null turns clipping off)")
+    if clip is not None and not math.isfinite(clip):
+        _fail("trainer.gradient_clip_val", clip, "finite")
+
+
+def check_sample(key: str, sample: DictConfig) -> None:
+    if sample.max_new_tokens < 0:
+        _fail(f"{key}.max_new_tokens", sample.max_new_tokens, ">= 0 (0: no sample)")
+    if not sample.temperature >= 0:
+        _fail(f"{key}.temperature", sample.temperature, ">= 0 (0 means greedy)")
+    if sample.get("top_k") is not None and sample.top_k < 1:
+        _fail(f"{key}.top_k", sample.top_k, "an integer >= 1, or null for no limit")
+    if sample.get("top_p") is not None and not 0.0 < sample.top_p <= 1.0:
+        _fail(f"{key}.top_p", sample.top_p, "in (0, 1], or null for no limit")
+
+
+def check_values(cfg: DictConfig) -> None:
+    """Ranges and relations of a composed train config; raises ConfigError naming the key."""
+    if not 0 <= cfg.seed < 2**32:
+        _fail("seed", cfg.seed, "an integer in [0, 2**32)")
+    if str(cfg.progress_bar).lower() not in ("auto", "true", "false"):
+        _fail("progress_bar", cfg.progress_bar, "auto, true or false")
+    check_model(cfg.model)
+    check_data(cfg.data)
+    check_optimizer(cfg.optimizer)
+    check_trainer(cfg.trainer)
+    check_sample("sample", cfg.sample)

@@ -1,0 +1,223 @@
+"""Everything a training run checks before it starts, so that bad input is refused up front.
+
+`plan(cfg)` reads a composed train config against what it will meet (its values, the text, the
+checkpoint it resumes, the prompts of its samples) without building the data or the model, and
+returns what the run takes from that reading. The command line calls it before Hydra creates the
+run directory, so a refused run has written nothing; train() calls it again at its start (cheap:
+no model is built, the text is read from its token cache), so sweep jobs and runs started from
+Python are checked the same way.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from src.config import ConfigError, check_sample, check_values
+from src.data.corpus import read_text, resolve_corpus
+from src.data.tokenizer import CharTokenizer
+from src.training.checkpoint import find_checkpoint, read_checkpoint
+
+PROMPTED_CALLBACKS = ("sample_text", "attention_maps")
+LOCK = ".lock"
+
+
+@dataclass
+class Corpus:
+    """What a run needs to know of its text before encoding it."""
+
+    path: Path
+    vocab: list[str]
+    length: int
+    opening: str  # the first characters, for prompts that must be in the vocabulary
+
+
+@dataclass
+class Plan:
+    tokenizer: CharTokenizer
+    resume: Path | None
+    prompts: dict[str, str]  # "sample" and each prompted callback -> the prompt it uses
+    corpus: Corpus
+
+
+def describe_corpus(data: DictConfig) -> Corpus:
+    path = resolve_corpus(data.path, data.cache_dir, data.url, data.sha256)
+    text = read_text(path)
+    vocab = sorted(set(text))
+    if len(vocab) < 2:
+        raise ConfigError(
+            f"data.path={path} holds only the character {vocab[0]!r}: there is nothing to predict; "
+            f"use a text with at least two different characters"
+        )
+    return Corpus(path, vocab, len(text), text[:256])
+
+
+def split_lengths(length: int, val_fraction: float, test_fraction: float) -> dict[str, int]:
+    """Characters in each split, as the DataModule cuts them: train | val | test, contiguous."""
+    n_val, n_test = int(length * val_fraction), int(length * test_fraction)
+    return {"train": length - n_val - n_test, "val": n_val, "test": n_test}
+
+
+def check_windows_fit(cfg: DictConfig, corpus: Corpus) -> None:
+    T = cfg.model.context_window
+    for split, n in split_lengths(corpus.length, cfg.data.val_fraction, cfg.data.test_fraction).items():
+        if (split != "test" or cfg.data.test_fraction > 0) and n < T + 1:
+            if corpus.length < 4 * (T + 1):
+                raise ConfigError(
+                    f"data.path={corpus.path} has only {corpus.length} characters: a run needs windows of "
+                    f"model.context_window + 1 = {T + 1} characters in each split; use a longer text"
+                )
+            raise ConfigError(
+                f"context_window ({T}) is longer than the {split} split ({n} characters): lower "
+                f"model.context_window or give the {split} split more text (data.val_fraction)"
+            )
+
+
+def check_resume(checkpoint: dict[str, Any], path: Path, cfg: DictConfig, corpus: Corpus) -> CharTokenizer:
+    """A checkpoint can continue only as the model and optimizer it saved; returns its tokenizer."""
+    saved = checkpoint["hyper_parameters"]
+    requested = OmegaConf.to_container(cfg.model, resolve=True)
+    for key in sorted(set(saved["model"]) | set(requested)):
+        if key != "fused" and saved["model"].get(key) != requested.get(key):
+            raise ConfigError(
+                f"{path} was trained with model.{key}={saved['model'].get(key)}, but the config says "
+                f"{requested.get(key)}: resume with the run's own model options, or start a new run without ckpt_path"
+            )
+    name = saved.get("optimizer", {}).get("name")
+    if name != cfg.optimizer.name:
+        raise ConfigError(
+            f"{path} was trained with optimizer={name}, whose state it holds, but the config says "
+            f"optimizer={cfg.optimizer.name}: resume with optimizer={name}, or start a new run without ckpt_path"
+        )
+    tokenizer = CharTokenizer.from_dict(saved["tokenizer"])
+    unknown = sorted(set(corpus.vocab) - set(tokenizer.vocab))
+    if unknown:
+        shown = ", ".join(repr(ch) for ch in unknown[:5])
+        raise ConfigError(
+            f"data.path={corpus.path} has {len(unknown)} character(s) that {path} never saw ({shown}): resume on "
+            f"the text the run was trained on, or start a new run without ckpt_path"
+        )
+    step = checkpoint.get("global_step", 0)
+    if step >= cfg.trainer.max_steps:
+        raise ConfigError(
+            f"{path} has already trained {step} steps and trainer.max_steps={cfg.trainer.max_steps}: "
+            f"there is nothing left to train; set trainer.max_steps above {step} to continue"
+        )
+    return tokenizer
+
+
+def resolve_prompt(key: str, prompt: str | None, tokenizer: CharTokenizer, default: str) -> str:
+    """A prompt as typed (`\\n` is a new line), or `default` if null; every character must be known."""
+    if prompt is None:
+        return default
+    prompt = prompt.replace("\\n", "\n")
+    if not prompt:
+        raise ConfigError(f"{key} is empty: give at least one character, or {key}=null for the text's opening")
+    unknown = tokenizer.unknown_characters(prompt)
+    if unknown:
+        shown = ", ".join(repr(ch) for ch in unknown[:5])
+        raise ConfigError(
+            f"{key} has {len(unknown)} character(s) not in the vocabulary of the training text ({shown}): "
+            f"use only characters of the text, or {key}=null for the text's own opening"
+        )
+    return prompt
+
+
+def first_line(text: str, limit: int = 40) -> str:
+    line = text.lstrip("\n").split("\n", 1)[0][:limit]
+    return line or text[:1]
+
+
+def resolve_prompts(cfg: DictConfig, tokenizer: CharTokenizer, corpus: Corpus) -> dict[str, str]:
+    prompts = {"sample": resolve_prompt("sample.prompt", cfg.sample.prompt, tokenizer, first_line(corpus.opening))}
+    for name in PROMPTED_CALLBACKS:
+        callback = cfg.callbacks.get(name)
+        if callback is not None:
+            default = first_line(corpus.opening) if name == "sample_text" else corpus.opening[:32]
+            prompts[name] = resolve_prompt(f"callbacks.{name}.prompt", callback.get("prompt"), tokenizer, default)
+    if cfg.callbacks.get("sample_text") is not None:
+        check_sample("callbacks.sample_text", cfg.callbacks.sample_text)
+    return prompts
+
+
+def check_accelerator(trainer_cfg: DictConfig) -> None:
+    if trainer_cfg.accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise ConfigError(
+            "trainer=gpu asks for a GPU but none is available: use trainer=cpu, "
+            "or trainer=default, which takes a GPU only when there is one"
+        )
+
+
+def plan(cfg: DictConfig) -> Plan:
+    """Check a composed train config against everything it will meet; raise ConfigError naming the fix."""
+    check_values(cfg)
+    check_accelerator(cfg.trainer)
+    corpus = describe_corpus(cfg.data)
+    resume, tokenizer = None, CharTokenizer(corpus.vocab)
+    if cfg.ckpt_path is not None:
+        resume = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir, prefer="last")
+        tokenizer = check_resume(read_checkpoint(resume), resume, cfg, corpus)
+    check_windows_fit(cfg, corpus)
+    return Plan(tokenizer, resume, resolve_prompts(cfg, tokenizer, corpus), corpus)
+
+
+# ---------------------------------------------------------------------------- the run directory
+
+
+def check_writable(directory: str | Path) -> None:
+    """The nearest existing folder of `directory` must take a new file (probed, then removed)."""
+    path = Path(directory).expanduser().absolute()
+    existing = next(p for p in [path, *path.parents] if p.exists())
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(f"{existing} is a file")
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as err:
+        raise ConfigError(
+            f"cannot write the run to {path} ({err.strerror or err}): "
+            f"choose a writable folder with paths.log_dir=... or hydra.run.dir=..."
+        ) from None
+
+
+def check_not_in_use(run_dir: str | Path) -> None:
+    """Refuse a run directory that another live training holds (its lock file is locked)."""
+    lock = Path(run_dir) / LOCK
+    if not lock.is_file():
+        return
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise ConfigError(
+            f"another training is running in {run_dir}: wait for it to end, or choose another hydra.run.dir"
+        ) from None
+    finally:
+        os.close(fd)  # closing releases a lock this probe took
+
+
+@contextmanager
+def hold_run_dir(run_dir: str | Path) -> Iterator[None]:
+    """Hold the run directory's lock while training, so a second run there is refused."""
+    path = Path(run_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(
+                f"another training is running in {run_dir}: wait for it to end, or choose another hydra.run.dir"
+            ) from None
+        yield
+    finally:
+        os.close(fd)  # the kernel drops the lock with the descriptor, also on kill -9
