@@ -62,21 +62,32 @@ def options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
 
 
+def dotted_keys(node: DictConfig, prefix: str = "") -> list[str]:
+    """Every key of a config as typed on the command line: `model.num_heads`, `seed`, ..."""
+    keys = []
+    for key, value in node.items_ex(resolve=False):
+        keys.append(f"{prefix}{key}")
+        if isinstance(value, DictConfig):
+            keys += dotted_keys(value, f"{prefix}{key}.")
+    return keys
+
+
 def unknown_key(key: str, config_name: str, overrides: list[str]) -> str:
     """Name the keys that do exist beside a misspelt one, from the same command line without it."""
+    typed = [o.split("=", 1)[0].lstrip("+~") for o in overrides]
+    key = next((k for k in typed if k == key or k.startswith(key + ".")), key)  # as typed: data.path, not data
     parent = key.rpartition(".")[0]
-    rest = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != key]
+    rest = [o for o, k in zip(overrides, typed, strict=True) if k != key]
     try:
-        node = compose(config_name, rest)
-        node = OmegaConf.select(node, parent) if parent else node
+        root = compose(config_name, rest)
     except HydraException:
-        node = None
-    if not isinstance(node, DictConfig):
         return f"unknown config key '{key}': check its spelling"
-    keys = [str(k) for k in node.keys()]
-    close = difflib.get_close_matches(key.rpartition(".")[2], keys, n=1)
-    hint = f"did you mean {parent + '.' if parent else ''}{close[0]}? " if close else ""
-    return f"unknown config key '{key}': {hint}{parent or 'the config'} has: {', '.join(keys)}"
+    close = difflib.get_close_matches(key, dotted_keys(root), n=1, cutoff=0.85)
+    hint = f"did you mean {close[0]}? " if close else ""
+    node = OmegaConf.select(root, parent) if parent else root
+    if not isinstance(node, DictConfig):
+        return f"unknown config key '{key}': {hint or 'check its spelling'}".rstrip()
+    return f"unknown config key '{key}': {hint}{parent or 'the config'} has: {', '.join(str(k) for k in node)}"
 
 
 def explain(err: HydraException, config_name: str, overrides: list[str]) -> str:

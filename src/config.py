@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import os
 import types
 import typing
 from collections.abc import Callable
@@ -223,8 +224,8 @@ def check_optimizer(opt: DictConfig) -> None:
 def check_data(data: DictConfig) -> None:
     for key in ("batch_size", "val_batch_size"):
         _positive_int(f"data.{key}", data[key])
-    if data.num_workers < 0:
-        _fail("data.num_workers", data.num_workers, ">= 0")
+    if not 0 <= data.num_workers <= (os.cpu_count() or 1):
+        _fail("data.num_workers", data.num_workers, f"between 0 and this machine's {os.cpu_count()} cores")
     if not (0 < data.val_fraction < 1 and 0 <= data.test_fraction < 1 and data.val_fraction + data.test_fraction < 1):
         raise ConfigError(
             f"data.val_fraction ({data.val_fraction}) must be in (0, 1) and data.test_fraction "
@@ -247,15 +248,22 @@ def check_trainer(trainer: DictConfig) -> None:
         _fail("trainer.gradient_clip_val", clip, "finite")
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def check_sample(key: str, sample: DictConfig) -> None:
-    if sample.max_new_tokens < 0:
-        _fail(f"{key}.max_new_tokens", sample.max_new_tokens, ">= 0 (0: no sample)")
-    if not sample.temperature >= 0:
+    """Sampling settings, also of callbacks (whose configs have no schema: types are checked here)."""
+    tokens = sample.max_new_tokens
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        _fail(f"{key}.max_new_tokens", tokens, "an integer >= 0 (0: no sample)")
+    if not (_number(sample.temperature) and sample.temperature >= 0):
         _fail(f"{key}.temperature", sample.temperature, ">= 0 (0 means greedy)")
-    if sample.get("top_k") is not None and sample.top_k < 1:
-        _fail(f"{key}.top_k", sample.top_k, "an integer >= 1, or null for no limit")
-    if sample.get("top_p") is not None and not 0.0 < sample.top_p <= 1.0:
-        _fail(f"{key}.top_p", sample.top_p, "in (0, 1], or null for no limit")
+    top_k, top_p = sample.get("top_k"), sample.get("top_p")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        _fail(f"{key}.top_k", top_k, "an integer >= 1, or null for no limit")
+    if top_p is not None and not (_number(top_p) and 0.0 < top_p <= 1.0):
+        _fail(f"{key}.top_p", top_p, "in (0, 1], or null for no limit")
 
 
 def check_values(cfg: DictConfig) -> None:

@@ -76,9 +76,11 @@ def check_windows_fit(cfg: DictConfig, corpus: Corpus) -> None:
                     f"data.path={corpus.path} has only {corpus.length} characters: a run needs windows of "
                     f"model.context_window + 1 = {T + 1} characters in each split; use a longer text"
                 )
+            name = {"train": "training", "val": "validation"}.get(split, split)
+            fraction = "data.test_fraction" if split == "test" else "data.val_fraction"
             raise ConfigError(
-                f"context_window ({T}) is longer than the {split} split ({n} characters): lower "
-                f"model.context_window or give the {split} split more text (data.val_fraction)"
+                f"context_window ({T}) is longer than the {name} split ({n} characters): lower "
+                f"model.context_window or give the {name} split more text ({fraction})"
             )
 
 
@@ -149,6 +151,29 @@ def resolve_prompts(cfg: DictConfig, tokenizer: CharTokenizer, corpus: Corpus) -
     return prompts
 
 
+def memory_needed(cfg: DictConfig, vocab_size: int) -> float:
+    """Bytes a training step needs, roughly: fp32 weights, gradients and AdamW's two moments (16 bytes
+    per parameter) plus the activations autograd keeps (about 20 numbers per layer, width and token)."""
+    m, B = cfg.model, cfg.data.batch_size
+    d, T, layers = m.embedding_dim, m.context_window, m.get("num_layers", 1)
+    parameters = layers * (4 + 2 * m.get("mlp_ratio", 0)) * d * d + (vocab_size + T) * d
+    activations = B * T * (layers * (20 * d + 2 * m.num_heads * T) + 2 * vocab_size)
+    return 16.0 * parameters + 4.0 * activations
+
+
+def check_memory(cfg: DictConfig, vocab_size: int) -> None:
+    """Refuse a model or batch that could never fit this machine's memory, before trying."""
+    available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    needed = memory_needed(cfg, vocab_size)
+    if needed > available:
+        keys = [k for k in ("num_layers", "embedding_dim", "mlp_ratio", "context_window") if k in cfg.model]
+        sizes = [f"model.{k}={cfg.model[k]}" for k in keys] + [f"data.batch_size={cfg.data.batch_size}"]
+        raise ConfigError(
+            f"{', '.join(sizes)} need about {needed / 2**30:,.0f} GiB to train, more than this machine's "
+            f"{available / 2**30:,.0f} GiB: choose a smaller model or batch"
+        )
+
+
 def check_accelerator(trainer_cfg: DictConfig) -> None:
     if trainer_cfg.accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise ConfigError(
@@ -167,6 +192,7 @@ def plan(cfg: DictConfig) -> Plan:
         resume = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir, prefer="last")
         tokenizer = check_resume(read_checkpoint(resume), resume, cfg, corpus)
     check_windows_fit(cfg, corpus)
+    check_memory(cfg, tokenizer.vocab_size)
     return Plan(tokenizer, resume, resolve_prompts(cfg, tokenizer, corpus), corpus)
 
 

@@ -7,18 +7,24 @@ import subprocess
 import sys
 from pathlib import Path
 
+import torch
+from omegaconf import DictConfig
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from src.cli import compose
 from src.data.corpus import TINY_SHAKESPEARE_SHA256, sha256_of
+from src.model import GPT, GPTConfig, SeedGPT, SeedGPTConfig
 
 ROOT = Path(__file__).resolve().parent.parent
+# Where the workplace keeps its shared copy of Tiny Shakespeare (set-up seeds data/ from it).
+SHARED = Path(os.environ.get("SCRATCHGPT_SHARED", ROOT.parent / "shared"))
 
 
 def shakespeare_file() -> Path:
     """The Tiny Shakespeare copy that set-up placed in the project's data cache."""
     for candidate in (
         ROOT / "data" / "tinyshakespeare" / "input.txt",
-        ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt",
+        SHARED / "data" / "tinyshakespeare" / "input.txt",
     ):
         if candidate.is_file() and sha256_of(candidate) == TINY_SHAKESPEARE_SHA256:
             return candidate
@@ -66,3 +72,33 @@ def scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
     events.Reload()
     return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+
+
+def compose_training(run_dir: Path, *overrides: str, data: Path | None = None) -> DictConfig:
+    """The config `python -m src.train` would run for tiny_training, to call train(cfg) in-process."""
+    log_dir = run_dir.parent
+    args = tiny_training(log_dir, *overrides)
+    if data is not None:
+        args.append(f"data.path={data}")
+    return compose("train", [*args, f"paths.output_dir={run_dir}"])
+
+
+def train_in_process(run_dir: Path, *overrides: str, data: Path | None = None) -> float:
+    """train(cfg) in this process: seconds faster than the CLI, for tests of training behaviour."""
+    from src.train import train
+
+    return train(compose_training(run_dir, *overrides, data=data))
+
+
+VOCAB = 11
+
+
+def tiny_model(kind: str, fused: bool = False, **overrides) -> torch.nn.Module:
+    """A small model of either kind with a fixed seed, so two calls build the same weights."""
+    torch.manual_seed(0)
+    if kind == "seed":
+        return SeedGPT(
+            SeedGPTConfig(vocab_size=VOCAB, context_window=8, embedding_dim=12, num_heads=3, fused=fused, **overrides)
+        )
+    cfg = dict(vocab_size=VOCAB, context_window=12, embedding_dim=16, num_heads=4, num_layers=2, fused=fused)
+    return GPT(GPTConfig(**{**cfg, **overrides}))

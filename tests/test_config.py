@@ -65,5 +65,6 @@ def test_callbacks_logger_and_datamodule_instantiate(tmp_path):
         instantiate(callback)
     logger = instantiate(cfg.logger)
     assert Path(logger.log_dir) == tmp_path / "run" / "tensorboard"
-    dm = ShakespeareDataModule(**OmegaConf.to_container(cfg.data, resolve=True))
+    dm = instantiate(cfg.data)
+    assert isinstance(dm, ShakespeareDataModule)
     assert dm.context_window == cfg.model.context_window

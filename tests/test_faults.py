@@ -86,7 +86,7 @@ def test_a_signal_saves_a_checkpoint_and_resuming_replays_the_same_losses(tmp_pa
 def test_kill_9_at_any_moment_leaves_a_loadable_checkpoint_and_last_resumes(tmp_path):
     log_dir, run_dir = tmp_path / "outputs", tmp_path / "outputs" / "run"
     no_media = ["callbacks.sample_text=null", "callbacks.attention_maps=null"]
-    overrides = with_dropout(log_dir, run_dir, "callbacks.model_checkpoint.every_n_train_steps=1", *no_media)
+    overrides = with_dropout(log_dir, run_dir, "callbacks.last_checkpoint.every_n_train_steps=1", *no_media)
     for delay in (0.0, 0.13, 0.37):  # after the first save: mid-step, mid-write, anywhere
         proc = start_training(*overrides)
         deadline = time.monotonic() + 120

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from src.model.sampling import check_sampling_args, generate, next_token_distribution, sample_from
-from tests.conftest import VOCAB, tiny_model
+from tests.helpers import VOCAB, tiny_model
 
 
 @pytest.mark.parametrize("fused", [False, True])

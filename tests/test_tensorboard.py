@@ -37,7 +37,7 @@ def test_a_text_sample_at_every_validation(trained):
     samples = events(trained[0]).Tensors("samples/text_summary")
     assert [s.step for s in samples] == VALIDATIONS
     text = tensor_util.make_ndarray(samples[-1].tensor_proto).item().decode()
-    assert text.startswith("    ROMEO:") and len(text) > 200  # preformatted: four-space indent
+    assert text.startswith("    First Citizen:") and len(text) > 200  # preformatted: four-space indent
 
 
 def test_one_attention_image_per_layer_at_every_validation(trained):

@@ -10,7 +10,7 @@ def test_training_leaves_checkpoints_events_config_and_a_sample(trained):
     assert (run_dir / "checkpoints" / "best.ckpt").is_file()
     assert (run_dir / "checkpoints" / "last.ckpt").is_file()
     assert (run_dir / ".hydra" / "config.yaml").is_file()
-    assert "sample:\nROMEO:" in output
+    assert "sample:\nFirst Citizen:" in output  # the text's own opening
     assert "Traceback" not in output
 
 

@@ -111,7 +111,8 @@ class LastCheckpoint(Checkpoint):
     """
 
     def __init__(self, dirpath: str | Path, every_n_train_steps: int | None = None):
-        if every_n_train_steps is not None and (isinstance(every_n_train_steps, bool) or every_n_train_steps < 1):
+        every = every_n_train_steps
+        if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
             raise ValueError(
                 f"callbacks.last_checkpoint.every_n_train_steps must be a positive integer or null, "
                 f"got {every_n_train_steps!r}"

@@ -1,0 +1,364 @@
+"""Off the default path: other texts, other run lengths, signals at odd moments, values of every kind.
+
+Each test reproduces a way a run used to end with nothing, lose work or train wrongly.
+"""
+
+import inspect
+import math
+import os
+import re
+import signal
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from hydra.errors import HydraException
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from src import preflight
+from src.cli import compose, explain
+from src.config import ConfigError
+from src.training.checkpoint import read_checkpoint
+from src.training.checkpoint_io import remove_leftovers
+from src.training.optim import WarmupCosine, apply_settings, build_optimizer, build_schedule
+from tests.helpers import compose_training, scalars, shakespeare_file, train_in_process
+
+NO_MEDIA = ("callbacks.sample_text=null", "callbacks.attention_maps=null", "sample.max_new_tokens=0")
+
+
+def last_step(run_dir: Path) -> int:
+    return read_checkpoint(run_dir / "checkpoints" / "last.ckpt")["global_step"]
+
+
+# ---------------------------------------------------------------------------- every run ends with a result
+
+
+@pytest.mark.parametrize(
+    "max_steps,interval,every",
+    [(12, 5, None), (7, 50, None), (10, 5, None), (9, 4, 2), (3, 1, 1)],
+)
+def test_every_run_ends_with_a_validation_and_last_ckpt_at_its_newest_step(tmp_path, max_steps, interval, every):
+    run = tmp_path / "run"
+    overrides = [f"trainer.max_steps={max_steps}", f"trainer.val_check_interval={interval}", *NO_MEDIA]
+    if every:
+        overrides.append(f"callbacks.last_checkpoint.every_n_train_steps={every}")
+    best = train_in_process(run, *overrides)
+    assert math.isfinite(best)
+    assert last_step(run) == max_steps
+    val_steps = [s for s, _ in scalars(run)["val/loss"]]
+    assert val_steps[-1] == max_steps and val_steps == sorted(set(val_steps))
+    assert (run / "checkpoints" / "best.ckpt").is_file()
+
+
+def test_last_ckpt_moves_on_when_the_val_loss_stops_improving(tmp_path):
+    """A tiny text at a high rate overfits: the best step is early, last.ckpt still ends at the end."""
+    text = tmp_path / "small.txt"
+    text.write_text(shakespeare_file().read_text()[:3000])
+    run = tmp_path / "run"
+    overrides = ["trainer.max_steps=60", "trainer.val_check_interval=10", "optimizer.lr=3e-2", *NO_MEDIA]
+    train_in_process(run, *overrides, "data.val_fraction=0.1", data=text)
+    best = read_checkpoint(run / "checkpoints" / "best.ckpt")["global_step"]
+    val = dict(scalars(run)["val/loss"])
+    assert best == min(val, key=val.get) < 60  # the setup overfits: its best is not its last
+    assert last_step(run) == 60
+
+
+class LastCkptProbe(L.Callback):
+    """Records the step last.ckpt holds at the start of each step."""
+
+    def __init__(self, path: str):
+        self.path, self.seen = Path(path), []
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.seen.append(read_checkpoint(self.path)["global_step"] if self.path.exists() else None)
+
+
+def train_with(monkeypatch, run: Path, extra: L.Callback, *overrides: str) -> None:
+    """train() in-process with one more callback beside the configured ones."""
+    from src import train as train_module
+
+    configured = train_module.build_callbacks
+    monkeypatch.setattr(train_module, "build_callbacks", lambda cfg, plan: [*configured(cfg, plan), extra])
+    train_module.train(compose_training(run, *overrides))
+
+
+def test_every_n_train_steps_saves_before_the_first_validation(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    probe = LastCkptProbe(str(run / "checkpoints" / "last.ckpt"))
+    every = "callbacks.last_checkpoint.every_n_train_steps=1"
+    train_with(monkeypatch, run, probe, "trainer.max_steps=5", "trainer.val_check_interval=50", every, *NO_MEDIA)
+    assert probe.seen == [None, 1, 2, 3, 4]
+
+
+def test_hp_metric_is_only_ever_a_real_val_loss(tmp_path):
+    run = tmp_path / "run"
+    train_in_process(run, "trainer.max_steps=6", "trainer.val_check_interval=3", *NO_MEDIA)
+    s = scalars(run)
+    assert all(math.isfinite(v) and v > 0 for _, v in s["hp_metric"])  # never Lightning's -1 placeholder
+    assert s["hp_metric"][-1][1] == pytest.approx(min(v for _, v in s["val/loss"]))
+
+
+# ---------------------------------------------------------------------------- your own text
+
+CORPORA = {
+    "lower-case": lambda text: text.lower(),
+    "CJK and emoji": lambda text: "春眠不覚暁、処処聞啼鳥。🌸🐦 夜来風雨声、花落知多少。🌧️\n" * 60,
+    "CRLF": lambda text: text.replace("\n", "\r\n"),
+    "UTF-8 BOM": lambda text: "\ufeff" + text,
+    "tiny": lambda text: text[:400],
+}
+
+
+@pytest.mark.parametrize("corpus", CORPORA)
+def test_another_text_trains_end_to_end_with_its_samples_and_attention_maps(tmp_path, corpus):
+    text = tmp_path / "text.txt"
+    text.write_text(CORPORA[corpus](shakespeare_file().read_text()[:20_000]), encoding="utf-8", newline="")
+    run = tmp_path / "run"
+    overrides = ["trainer.max_steps=6", "trainer.val_check_interval=3", "data.val_fraction=0.1"]
+    best = train_in_process(run, *overrides, "model.context_window=8", "sample.max_new_tokens=10", data=text)
+    assert math.isfinite(best) and last_step(run) == 6
+    assert (run / "result.json").is_file()
+
+
+@pytest.mark.parametrize(
+    "content,pattern",
+    [
+        ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", r"holds only the character 'a'.*two different"),
+        ("\n" * 500, r"holds only the character '\\n'"),
+        ("x", r"has only 1 characters.*longer text"),
+    ],
+)
+def test_a_text_that_cannot_train_is_refused_with_the_fix(tmp_path, content, pattern):
+    text = tmp_path / "text.txt"
+    text.write_text(content)
+    with pytest.raises(ConfigError, match=pattern):
+        preflight.plan(compose_training(tmp_path / "run", f"data.path={text}"))
+    assert not (tmp_path / "run").exists()
+
+
+def test_prompts_default_to_the_opening_of_the_text_and_unknown_characters_are_refused_up_front(tmp_path):
+    text = tmp_path / "lower.txt"
+    text.write_text(shakespeare_file().read_text()[:5000].lower())
+    plan = preflight.plan(compose_training(tmp_path / "run", f"data.path={text}"))
+    assert plan.prompts["sample"] == "first citizen:"
+    assert plan.prompts["attention_maps"] == text.read_text()[:32]
+    for key in ("sample.prompt", "callbacks.sample_text.prompt", "callbacks.attention_maps.prompt"):
+        with pytest.raises(ConfigError, match=rf"{key} has 2 character\(s\) not in the vocabulary.*'R'.*{key}=null"):
+            preflight.plan(compose_training(tmp_path / "run", f"data.path={text}", f"{key}=ROMEO"))
+
+
+# ---------------------------------------------------------------------------- values of every kind
+
+REFUSED = {
+    "trainer.gradient_clip_val=-1": r"trainer.gradient_clip_val must be a number >= 0",
+    "optimizer.weight_decay=-1": r"optimizer.weight_decay must be a finite number >= 0",
+    "trainer.max_steps=0": r"trainer.max_steps must be a positive integer",
+    "trainer.max_steps=-5": r"trainer.max_steps must be a positive integer",
+    "trainer.val_check_interval=0": r"trainer.val_check_interval must be a positive integer",
+    "trainer.accumulate_grad_batches=0": r"trainer.accumulate_grad_batches must be a positive integer",
+    "seed=-1": r"seed must be an integer in \[0, 2\*\*32\)",
+    "optimizer.betas=[2.0,0.9]": r"optimizer.betas must be two numbers in \[0, 1\)",
+    "data.val_batch_size=0": r"data.val_batch_size must be a positive integer",
+    "optimizer.lr=inf": r"optimizer.lr must be a positive finite number",
+    "progress_bar=maybe": r"progress_bar must be auto, true or false",
+    "sample.temperature=-1": r"sample.temperature must be >= 0",
+}
+
+
+@pytest.mark.parametrize("override", REFUSED)
+def test_bad_values_are_refused_naming_the_key(tmp_path, override):
+    with pytest.raises(ConfigError, match=REFUSED[override]):
+        preflight.plan(compose_training(tmp_path / "run", override))
+
+
+COMPOSE_REFUSED = {
+    ("seed=abc",): r"^seed: Value 'abc' of type 'str' could not be converted to Integer",
+    ("model.embedding_dim=64.5",): r"^model.embedding_dim: Value '64.5'",
+    ("model=seed", "model.num_layers=2"): r"unknown config key 'model.num_layers': model has: .*output_projection",
+    ("model.num_head=2",): r"did you mean model.num_heads\?",
+    ("prompt=ROMEO: ☃",): r"cannot parse the override 'prompt=ROMEO: ☃': quote a value",
+    ("model=transformer",): r"unknown option 'transformer' for model: choose one of gpt, seed$",
+}
+
+
+@pytest.mark.parametrize("overrides", COMPOSE_REFUSED)
+def test_composition_errors_are_one_line_naming_the_key(overrides):
+    with pytest.raises(HydraException) as err:
+        compose("train", list(overrides))
+    message = explain(err.value, "train", list(overrides))
+    assert "\n" not in message
+    assert re.search(COMPOSE_REFUSED[overrides], message), message
+
+
+def test_lightning_trainer_arguments_are_config_keys():
+    cfg = compose(
+        "train", ["trainer.max_time=00:00:00:10", "trainer.limit_val_batches=0", "trainer.detect_anomaly=true"]
+    )
+    assert (cfg.trainer.max_time, cfg.trainer.limit_val_batches, cfg.trainer.detect_anomaly) == ("00:00:00:10", 0, True)
+    from src.config import TRAINER_SET_BY_TRAIN
+
+    arguments = set(inspect.signature(L.Trainer.__init__).parameters) - {"self", *TRAINER_SET_BY_TRAIN}
+    assert arguments <= set(cfg.trainer)  # fails loudly when Lightning adds an argument we do not expose
+
+
+NUMERIC_KEYS = [
+    "seed",
+    "model.context_window",
+    "model.embedding_dim",
+    "model.num_heads",
+    "model.num_layers",
+    "model.mlp_ratio",
+    "model.dropout",
+    "data.batch_size",
+    "data.val_batch_size",
+    "data.val_fraction",
+    "data.test_fraction",
+    "data.num_workers",
+    "optimizer.lr",
+    "optimizer.weight_decay",
+    "optimizer.warmup_steps",
+    "optimizer.min_lr",
+    "optimizer.decay_steps",
+    "trainer.max_steps",
+    "trainer.val_check_interval",
+    "trainer.log_every_n_steps",
+    "trainer.gradient_clip_val",
+    "trainer.accumulate_grad_batches",
+    "sample.max_new_tokens",
+    "sample.temperature",
+    "sample.top_k",
+    "sample.top_p",
+    "callbacks.sample_text.max_new_tokens",
+    "callbacks.sample_text.temperature",
+]
+STRING_KEYS = [
+    "sample.prompt",
+    "callbacks.sample_text.prompt",
+    "callbacks.attention_maps.prompt",
+    "progress_bar",
+    "model.positional",
+]
+VALUES = st.one_of(
+    st.integers(-(10**12), 10**12).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.sampled_from(["null", "true", "false", "abc", "''", "[1,2]", "1e-3", "-0.0", "nan", "inf", "-inf"]),
+    st.text(alphabet="aZ:é€ \n", max_size=6).map(lambda s: f"'{s}'"),
+)
+
+
+@pytest.fixture(scope="module")
+def small_text(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("text") / "small.txt"
+    path.write_text(shakespeare_file().read_text()[:8000])
+    return path
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=st.sampled_from(NUMERIC_KEYS + STRING_KEYS), value=VALUES)
+def test_any_value_of_any_key_is_accepted_or_refused_in_one_line_naming_the_key(small_text, tmp_path, key, value):
+    """Through the CLI's own path: compose, then the pre-check. What passes must build a run."""
+    overrides = [f"data.path={small_text}", "model.context_window=16", f"{key}={value}"]
+    try:
+        cfg = compose_training(tmp_path / "run", *overrides)
+    except HydraException as err:
+        message = explain(err, "train", overrides)
+        assert "\n" not in message and (key in message or "cannot parse" in message), message
+        return
+    try:
+        plan = preflight.plan(cfg)
+    except ValueError as err:
+        message = str(err)
+        assert "\n" not in message and key.rsplit(".", 1)[-1] in message, message
+        return
+    from hydra.utils import instantiate
+
+    from src.train import build_callbacks
+    from src.training.lit_gpt import LitGPT
+
+    instantiate(cfg.data, tokenizer=plan.tokenizer)
+    LitGPT(model=dict(cfg.model), tokenizer=plan.tokenizer.to_dict(), optimizer=dict(cfg.optimizer))
+    build_callbacks(cfg, plan)
+    instantiate(cfg.trainer, logger=False, enable_progress_bar=False)
+    assert not (tmp_path / "run").exists()
+
+
+# ---------------------------------------------------------------------------- signals
+
+
+class SignalAt(L.Callback):
+    """Sends this process `signum` `times` times when validation at `step` starts."""
+
+    def __init__(self, step: int, signum: int, times: int = 1):
+        self.step, self.signum, self.times = step, signum, times
+
+    def on_validation_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
+        if trainer.global_step == self.step and batch_idx == 0:
+            for _ in range(self.times):
+                os.kill(os.getpid(), self.signum)
+
+
+def test_sigterm_during_the_final_validation_saves_the_last_step_and_exits_143(tmp_path, capsys, monkeypatch):
+    run = tmp_path / "run"
+    steps = ("trainer.max_steps=8", "trainer.val_check_interval=4")
+    with pytest.raises(SystemExit) as stop:
+        train_with(monkeypatch, run, SignalAt(8, signal.SIGTERM), *steps, *NO_MEDIA)
+    assert stop.value.code == 143
+    assert last_step(run) == 8
+    assert (
+        f"error: SIGTERM at step 8: saved {run / 'checkpoints' / 'last.ckpt'}; resume with" in capsys.readouterr().err
+    )
+
+
+def test_two_sigints_during_a_validation_stop_at_once_with_one_line(tmp_path, capsys, monkeypatch):
+    run = tmp_path / "run"
+    steps = ("trainer.max_steps=8", "trainer.val_check_interval=4")
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(SystemExit) as stop:
+        train_with(monkeypatch, run, SignalAt(4, signal.SIGINT, times=2), *steps, *NO_MEDIA)
+    assert stop.value.code == 130
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "second SIGINT at step 4: stopped at once" in lines[0]
+    assert signal.getsignal(signal.SIGINT) is before  # the handlers are given back
+    assert last_step(run) == 4  # the checkpoint of the validation before is intact
+
+
+# ---------------------------------------------------------------------------- resume and the run directory
+
+
+def test_a_second_run_in_a_held_run_directory_is_refused(tmp_path):
+    run = tmp_path / "run"
+    with preflight.hold_run_dir(run):
+        with pytest.raises(ConfigError, match="another training is running in"):
+            preflight.check_not_in_use(run)
+        with pytest.raises(ConfigError, match="another training is running in"):
+            with preflight.hold_run_dir(run):
+                pass
+    preflight.check_not_in_use(run)  # released
+
+
+def test_resuming_applies_the_typed_schedule_to_the_restored_optimizer():
+    model = torch.nn.Linear(4, 4)
+    cfg = {"name": "adamw", "lr": 1e-2, "min_lr": 1e-3, "warmup_steps": 0, "decay_steps": 10, "weight_decay": 0.1}
+    optimizer = build_optimizer(model, cfg)
+    schedule = build_schedule(optimizer, cfg)
+    for _ in range(10):
+        optimizer.step()
+        schedule.step()
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)  # the old cosine ended at min_lr
+    longer = {**cfg, "decay_steps": 20}
+    apply_settings(optimizer, schedule, longer)
+    expected = 1e-2 * WarmupCosine(0, 20, 0.1)(10)
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(expected)  # re-planned: half-way down the new one
+    schedule.step()
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(1e-2 * WarmupCosine(0, 20, 0.1)(11))
+
+
+def test_leftover_partial_files_of_dead_writers_are_removed(tmp_path):
+    dead = tmp_path / "last.ckpt.partial-999999999"
+    alive = tmp_path / f"last.ckpt.partial-{os.getpid()}"
+    dead.write_bytes(b"x")
+    alive.write_bytes(b"x")
+    remove_leftovers(tmp_path)
+    assert not dead.exists() and alive.exists()
