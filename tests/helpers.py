@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import torch
+from lightning.pytorch import Callback
 from omegaconf import DictConfig
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -102,3 +104,16 @@ def tiny_model(kind: str, fused: bool = False, **overrides) -> torch.nn.Module:
         )
     cfg = dict(vocab_size=VOCAB, context_window=12, embedding_dim=16, num_heads=4, num_layers=2, fused=fused)
     return GPT(GPTConfig(**{**cfg, **overrides}))
+
+
+class SignalAt(Callback):
+    """Sends its own process `signal_name` `times` times as the validation at `step` starts:
+    add it to a run with `+callbacks.signal._target_=tests.helpers.SignalAt +callbacks.signal.step=...`."""
+
+    def __init__(self, step: int, signal_name: str, times: int = 1):
+        self.step, self.signum, self.times = step, signal.Signals[signal_name], times
+
+    def on_validation_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
+        if trainer.global_step == self.step and batch_idx == 0:
+            for _ in range(self.times):
+                os.kill(os.getpid(), self.signum)

@@ -8,6 +8,9 @@ import math
 import os
 import re
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import lightning as L
@@ -23,7 +26,7 @@ from src.config import ConfigError
 from src.training.checkpoint import read_checkpoint
 from src.training.checkpoint_io import remove_leftovers
 from src.training.optim import WarmupCosine, apply_settings, build_optimizer, build_schedule
-from tests.helpers import compose_training, scalars, shakespeare_file, train_in_process
+from tests.helpers import ROOT, compose_training, run_cli, scalars, shakespeare_file, tiny_training, train_in_process
 
 NO_MEDIA = ("callbacks.sample_text=null", "callbacks.attention_maps=null", "sample.max_new_tokens=0")
 
@@ -287,41 +290,55 @@ def test_any_value_of_any_key_is_accepted_or_refused_in_one_line_naming_the_key(
 # ---------------------------------------------------------------------------- signals
 
 
-class SignalAt(L.Callback):
-    """Sends this process `signum` `times` times when validation at `step` starts."""
+def signal_at(run: Path, step: int, signal_name: str, times: int = 1) -> subprocess.CompletedProcess:
+    """The real command, sent `times` signals by tests.helpers.SignalAt as validation at `step` starts."""
+    overrides = [
+        *tiny_training(run.parent, f"hydra.run.dir={run}", "trainer.max_steps=8", "trainer.val_check_interval=4"),
+        *NO_MEDIA,
+        "+callbacks.signal._target_=tests.helpers.SignalAt",
+        f"+callbacks.signal.step={step}",
+        f"+callbacks.signal.signal_name={signal_name}",
+        f"+callbacks.signal.times={times}",
+    ]
+    return run_cli("train", *overrides)
 
-    def __init__(self, step: int, signum: int, times: int = 1):
-        self.step, self.signum, self.times = step, signum, times
 
-    def on_validation_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
-        if trainer.global_step == self.step and batch_idx == 0:
-            for _ in range(self.times):
-                os.kill(os.getpid(), self.signum)
-
-
-def test_sigterm_during_the_final_validation_saves_the_last_step_and_exits_143(tmp_path, capsys, monkeypatch):
+def test_sigterm_during_the_final_validation_saves_the_last_step_and_exits_143(tmp_path):
     run = tmp_path / "run"
-    steps = ("trainer.max_steps=8", "trainer.val_check_interval=4")
-    with pytest.raises(SystemExit) as stop:
-        train_with(monkeypatch, run, SignalAt(8, signal.SIGTERM), *steps, *NO_MEDIA)
-    assert stop.value.code == 143
+    result = signal_at(run, 8, "SIGTERM")
+    assert result.returncode == 143, result.stderr[-2000:]
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines == [
+        f"error: SIGTERM at step 8: saved {run / 'checkpoints' / 'last.ckpt'}; resume with: "
+        f"python -m src.train ckpt_path={run}"
+    ]
     assert last_step(run) == 8
-    assert (
-        f"error: SIGTERM at step 8: saved {run / 'checkpoints' / 'last.ckpt'}; resume with" in capsys.readouterr().err
-    )
 
 
-def test_two_sigints_during_a_validation_stop_at_once_with_one_line(tmp_path, capsys, monkeypatch):
+def test_two_sigints_during_a_validation_stop_at_once_with_one_line(tmp_path):
     run = tmp_path / "run"
-    steps = ("trainer.max_steps=8", "trainer.val_check_interval=4")
-    before = signal.getsignal(signal.SIGINT)
-    with pytest.raises(SystemExit) as stop:
-        train_with(monkeypatch, run, SignalAt(4, signal.SIGINT, times=2), *steps, *NO_MEDIA)
-    assert stop.value.code == 130
-    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1 and "second SIGINT at step 4: stopped at once" in lines[0]
-    assert signal.getsignal(signal.SIGINT) is before  # the handlers are given back
+    result = signal_at(run, 8, "SIGINT", times=2)
+    assert result.returncode == 130, result.stderr[-2000:]
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: second SIGINT at step 8: stopped at once"), lines
     assert last_step(run) == 4  # the checkpoint of the validation before is intact
+
+
+def test_ctrl_c_while_the_libraries_load_is_one_line(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "src.train", f"paths.log_dir={tmp_path}"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(0.5)  # importing torch, Lightning and Hydra takes seconds
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert [line for line in stderr.splitlines() if line.strip()] == [
+        "error: interrupted outside training (where Ctrl-C saves last.ckpt first): stopped"
+    ]
 
 
 # ---------------------------------------------------------------------------- resume and the run directory
