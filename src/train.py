@@ -157,10 +157,9 @@ def train(cfg: DictConfig) -> float:
     logger.log_hyperparams(tensorboard_hparams(cfg, num_parameters))
 
     if trainer.is_global_zero:
-        n_train, n_val = len(datamodule.splits["train"]), len(datamodule.splits["val"])
         log.info(
             f"{cfg.model.kind}: {num_parameters / 1e6:.2f}M parameters | vocab {datamodule.tokenizer.vocab_size} "
-            f"| train {n_train:,} / val {n_val:,} characters | {trainer.max_steps} steps of "
+            f"| {datamodule.describe()} | {trainer.max_steps} steps of "
             f"{cfg.data.batch_size}x{cfg.model.context_window} tokens | run dir {cfg.paths.output_dir}"
         )
         if resume is not None:
