@@ -51,7 +51,7 @@ def test_ddp_ranks_take_disjoint_shards_that_cover_the_epoch():
     data = np.arange(250)
     ranks = [EpochWindowBatches(data, 5, 7, seed=1, rank=r, world_size=3) for r in range(3)]
     shards = [set(epoch_starts(r, 0)) for r in ranks]
-    assert all(len(epoch_starts(r, 0)) == len(s) for r, s in zip(ranks, shards))
+    assert all(len(epoch_starts(r, 0)) == len(s) for r, s in zip(ranks, shards, strict=True))
     assert not (shards[0] & shards[1] or shards[0] & shards[2] or shards[1] & shards[2])
     assert set().union(*shards) == set(range(245))
 
@@ -60,7 +60,8 @@ def notes_model(**options) -> SeedGPT:
     """The notes' model; `options` switches one departure back to model=seed's default."""
     notes = dict(init="notes", ln_affine=False, embedding_scale=False, output_projection=False)
     torch.manual_seed(0)
-    return SeedGPT(SeedGPTConfig(vocab_size=VOCAB, context_window=8, embedding_dim=12, num_heads=3, **(notes | options)))
+    sizes = dict(vocab_size=VOCAB, context_window=8, embedding_dim=12, num_heads=3)
+    return SeedGPT(SeedGPTConfig(**sizes, **(notes | options)))
 
 
 def test_the_notes_recipe_model_is_the_notes_formula_line_by_line():

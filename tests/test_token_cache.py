@@ -103,7 +103,7 @@ def test_a_non_utf8_byte_is_reported_at_its_offset_in_any_chunk(tmp_path):
     source.write_bytes(source.read_bytes()[:-3] + b"\xff" + b"bb")
     with pytest.raises(DataError, match=r"not UTF-8 text \(byte 14 is invalid\): convert it to UTF-8"):
         encode(source, tmp_path / "c", chunk_bytes=4)
-    truncated = write(tmp_path, "abc".encode() + "é".encode()[:1], "cut.txt")  # ends inside a character
+    truncated = write(tmp_path, b"abc" + "é".encode()[:1], "cut.txt")  # ends inside a character
     with pytest.raises(DataError, match="byte 3 is invalid"):
         encode(truncated, tmp_path / "d", chunk_bytes=2)
     assert not (tmp_path / "c").exists() and not (tmp_path / "d").exists()

@@ -121,10 +121,7 @@ class ShakespeareDataModule(L.LightningDataModule):
         span = len(self.scored("val"))
         scored = "all of it" if span == n_val else f"its first {span:,}"
         windows = f"every window once per epoch ({n_train - self.context_window:,})" if self.sampling == "epoch" else ""
-        return (
-            f"train {n_train:,} / val {n_val:,} characters (val/loss over {scored}) | "
-            f"{windows or 'random windows'}"
-        )
+        return f"train {n_train:,} / val {n_val:,} characters (val/loss over {scored}) | {windows or 'random windows'}"
 
     def _rank_and_world(self) -> tuple[int, int]:
         trainer = self.trainer

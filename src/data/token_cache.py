@@ -236,7 +236,8 @@ def load(directory: Path) -> EncodedCorpus | None:
     try:
         meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
         dtype = np.dtype(meta["dtype"])
-        if meta.get("format") != FORMAT or (directory / "tokens.bin").stat().st_size != meta["num_tokens"] * dtype.itemsize:
+        complete = (directory / "tokens.bin").stat().st_size == meta["num_tokens"] * dtype.itemsize
+        if meta.get("format") != FORMAT or not complete:
             return None
         tokens = np.memmap(directory / "tokens.bin", dtype=dtype, mode="r", shape=(meta["num_tokens"],))
     except (OSError, ValueError, KeyError, TypeError):

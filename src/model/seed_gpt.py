@@ -34,7 +34,6 @@ from src.model.kv_cache import KVCache
 from src.model.language_model import CausalLanguageModel
 from src.model.layers import LayerNorm
 
-
 INITS = ("small", "notes")
 
 
