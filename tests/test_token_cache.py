@@ -130,7 +130,7 @@ def test_validation_covers_the_configured_span(tmp_path):
     capped.setup()
     assert len(capped.val_dataloader().dataset.data) == 1000
     assert "val/loss over its first 1,000" in capped.describe()
-    default = ShakespeareDataModule(**kwargs, val_tokens=250_000)  # the config's default
+    default = ShakespeareDataModule(**kwargs, val_tokens=120_000)  # the config's default
     default.setup()
     assert len(default.val_dataloader().dataset.data) == 111_539  # all of Tiny Shakespeare's val split
     assert "val/loss over all of it" in default.describe()
