@@ -134,6 +134,9 @@ def test_validation_covers_the_configured_span(tmp_path):
     default.setup()
     assert len(default.val_dataloader().dataset.data) == 111_539  # all of Tiny Shakespeare's val split
     assert "val/loss over all of it" in default.describe()
+    whole = ShakespeareDataModule(**kwargs, val_fraction=0.3, val_tokens=None)  # what src.evaluate scores
+    whole.setup()
+    assert len(whole.val_dataloader().dataset.data) == len(whole.splits["val"]) == int(0.3 * 1_115_394)
     with pytest.raises(ValueError, match=r"data\.val_tokens \(16\) must exceed model\.context_window"):
         ShakespeareDataModule(**kwargs, val_tokens=16)
 
