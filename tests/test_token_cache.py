@@ -206,3 +206,11 @@ def test_a_checkpoint_vocabulary_encodes_a_text_with_fewer_characters(tmp_path):
     assert open_corpus(source, tmp_path).vocab == sorted(set("abba cab\n"))  # the text's own cache
     with pytest.raises(DataError, match=r"1 character\(s\) not in the checkpoint's vocabulary: 'c'"):
         open_corpus(source, tmp_path, sorted(set("ab \n")))
+
+
+def test_an_unwritable_cache_directory_names_the_option(tmp_path):
+    source = write(tmp_path, MIXED)
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the cache folder should go")
+    with pytest.raises(DataError, match=r"cannot write the token cache of text\.txt.*set data\.cache_dir"):
+        open_corpus(source, blocker)

@@ -294,7 +294,13 @@ def open_corpus(source: Path, cache_dir: str | Path, vocab: list[str] | None = N
         corpus = load(directory)
     if corpus is None:
         shutil.rmtree(directory, ignore_errors=True)  # incomplete or of an older format
-        encode(source, directory, vocab)
+        try:
+            encode(source, directory, vocab)
+        except OSError as err:
+            raise DataError(
+                f"cannot write the token cache of {source.name} to {root} ({err.strerror or err}): "
+                f"free some disk space or set data.cache_dir to a writable folder"
+            ) from None
         _remove_outdated(root, source)
         corpus = load(directory)
         if corpus is None:
