@@ -107,7 +107,7 @@ class ShakespeareDataModule(L.LightningDataModule):
         if n_test:
             self.splits["test"] = data[n_train + n_val :]
         # Fail now, with the fix, rather than at the first validation.
-        ValidationWindows(self.splits["val"], self.context_window)
+        ValidationWindows(self.scored("val"), self.context_window)
         RandomWindowBatches(self.splits["train"], self.context_window, self.batch_size)
 
     def scored(self, split: str) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 For a window starting at s:  x = data[s : s+T],  y = data[s+1 : s+T+1]   (y is x shifted by one)
 
-`data` is a 1-D numpy array of token ids, usually the np.memmap of the token cache: a batch
+`data` is a 1-D numpy array of token ids, usually the memory-mapped token cache: a batch
 reads only the B * (T + 1) ids it needs, so memory does not grow with the corpus.
 """
 
@@ -148,20 +148,20 @@ class ValidationWindows(Dataset):
         check_fits("validation", len(data), T)
         self.data, self.T = data, T
         n_targets = len(data) - 1
-        self.starts = list(range(0, n_targets - T + 1, T))
-        self.tail_scored = n_targets - len(self.starts) * T  # targets no whole window reached
-        if self.tail_scored:
-            self.starts.append(n_targets - T)
-        self.shard = range(rank, len(self.starts), world_size)  # per rank, no padding: nothing counts twice
+        self.whole = n_targets // T  # windows at 0, T, 2T, ...
+        self.tail_scored = n_targets - self.whole * T  # targets no whole window reached
+        self.last_start = n_targets - T
+        num_windows = self.whole + (1 if self.tail_scored else 0)
+        self.shard = range(rank, num_windows, world_size)  # per rank, no padding: nothing counts twice
 
     def __len__(self) -> int:
         return len(self.shard)
 
     def __getitem__(self, i: int) -> tuple[Tensor, Tensor]:
         window = self.shard[i]
-        s = self.starts[window]
+        s = window * self.T if window < self.whole else self.last_start
         chunk = torch.from_numpy(self.data[s : s + self.T + 1].astype(np.int64))  # (T + 1,)
         x, y = chunk[:-1], chunk[1:].clone()
-        if self.tail_scored and window == len(self.starts) - 1:
+        if window == self.whole:  # the tail window: its first targets were scored already
             y[: self.T - self.tail_scored] = IGNORE
         return x, y
