@@ -10,6 +10,8 @@ Sections (all by default; --only picks some):
   generation  500 new tokens with and without the KV cache, for the default model
   attention   the plain and fused attention paths: forward + backward time per training step
   logging     ms/step with the default logging against logging switched off
+  data        a 1 GB text: encode, cache, start, memory, validation; nanoGPT's prepare.py beside it
+              (benchmarks/data_scale.py; --data-gb sets the size)
 
 nanoGPT's code is not part of this repository: pass the path to your own checkout (its data
 files are written from our copy of Tiny Shakespeare, in its format, if they are missing).
@@ -33,8 +35,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from benchmarks import data_scale
+
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ("throughput", "curve", "speedrun", "generation", "attention", "logging")
+SECTIONS = ("throughput", "curve", "speedrun", "generation", "attention", "logging", "data")
 TARGET_LOSS = 1.88
 WARMUP_STEPS = 20
 # nanoGPT's documented CPU run of train_shakespeare_char ("baby GPT"), as the issue measured it.
@@ -314,6 +318,8 @@ def table(results: dict) -> str:
             f"| baby run ms/step with default logging vs none | {lg['logged_ms']:.1f} vs {lg['silent_ms']:.1f}"
             f" | | {lg['overhead_percent']:+.1f}% |"
         )
+    if d := results.get("data"):
+        rows += data_scale.table_rows(d)
     return "\n".join(rows)
 
 
@@ -324,6 +330,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300, help="steps per throughput/logging round")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per comparison")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--data-gb", type=float, default=1.0, help="size of the text of the data section")
     args = parser.parse_args()
     if args.nanogpt and not (args.nanogpt / "train.py").is_file():
         raise SystemExit(f"error: {args.nanogpt} has no train.py: pass the root of a nanoGPT checkout")
@@ -347,6 +354,8 @@ def main() -> None:
                 results[section] = attention(args)
             elif section == "logging":
                 results[section] = logging_overhead(args, workdir)
+            elif section == "data":
+                results[section] = data_scale.run(args, workdir)
             print(json.dumps(results[section], indent=2, default=float), flush=True)
     print(table(results))
     if args.json:

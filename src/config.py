@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 from src.model.gpt import GPTConfig
 from src.model.seed_gpt import SeedGPTConfig
@@ -193,16 +193,11 @@ def _finite(key: str, value: float, low: float, must: str, strict: bool = False)
 
 
 def check_model(model: DictConfig) -> None:
-    for key in ("context_window", "embedding_dim", "num_heads", "num_layers", "mlp_ratio"):
-        if key in model:
-            _positive_int(f"model.{key}", model[key])
-    if model.embedding_dim % model.num_heads:
-        raise ConfigError(
-            f"embedding_dim ({model.embedding_dim}) must be divisible by num_heads ({model.num_heads}): "
-            f"choose an embedding_dim that is a multiple of num_heads"
-        )
-    if "dropout" in model and not 0.0 <= model.dropout < 1.0:
-        _fail("model.dropout", model.dropout, "in [0, 1)")
+    """The model config's own checks (sizes, heads dividing the width, ...), without building it."""
+    from src.model.factory import MODELS
+
+    options = OmegaConf.to_container(model, resolve=True)
+    MODELS[options.pop("kind")][1](vocab_size=2, **options)  # its __post_init__ raises, naming the field
     if model.positional not in ("sinusoidal", "learned"):
         _fail("model.positional", model.positional, "sinusoidal or learned")
 

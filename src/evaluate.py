@@ -1,4 +1,8 @@
-"""`python -m src.evaluate ckpt_path=...`: exact loss, bpc, perplexity and accuracy of a checkpoint."""
+"""`python -m src.evaluate ckpt_path=...`: exact loss, bpc, perplexity and accuracy of a checkpoint.
+
+By default it scores the whole val (and test) split, however long; `val_tokens=N` scores the
+first N characters of each, as training's data.val_tokens does.
+"""
 
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
         cache_dir=cfg.paths.data_dir,
         val_fraction=split.get("val_fraction", 0.1),
         test_fraction=split.get("test_fraction", 0.0),
+        val_tokens=cfg.val_tokens,
         tokenizer=lit.tokenizer,
     )
     datamodule.prepare_data()
@@ -46,6 +51,10 @@ def run(cfg: DictConfig) -> dict[str, float]:
         stage(lit, datamodule=datamodule, verbose=False)
         results.update({k: float(v) for k, v in trainer.callback_metrics.items()})
     print(f"{lit.hparams.model['kind']} after {lit.trained_steps} steps")
+    for s in ("val", "test"):
+        if s in datamodule.splits:
+            span, whole = len(datamodule.scored(s)), len(datamodule.splits[s])
+            print(f"{s}: {'all ' if span == whole else ''}{span:,} of {whole:,} characters scored")
     print(f"{'split':<6} {'loss':>8} {'bpc':>7} {'ppl':>7} {'acc':>7}")
     for s in ("val", "test"):
         if f"{s}/loss" in results:

@@ -23,7 +23,9 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from src.config import ConfigError, check_sample, check_values
-from src.data.corpus import read_text, resolve_corpus
+from src.data.corpus import resolve_corpus
+from src.data.datamodule import require_two_characters
+from src.data.token_cache import open_corpus
 from src.data.tokenizer import CharTokenizer
 from src.training.checkpoint import find_checkpoint, read_checkpoint
 
@@ -50,15 +52,13 @@ class Plan:
 
 
 def describe_corpus(data: DictConfig) -> Corpus:
+    """The text's vocabulary and length from its token cache (encoded now if this is its first run)."""
     path = resolve_corpus(data.path, data.cache_dir, data.url, data.sha256)
-    text = read_text(path)
-    vocab = sorted(set(text))
-    if len(vocab) < 2:
-        raise ConfigError(
-            f"data.path={path} holds only the character {vocab[0]!r}: there is nothing to predict; "
-            f"use a text with at least two different characters"
-        )
-    return Corpus(path, vocab, len(text), text[:256])
+    encoded = open_corpus(path, data.cache_dir)
+    require_two_characters(encoded.vocab, path)
+    with open(path, "rb") as f:
+        opening = f.read(1024).decode("utf-8-sig", errors="ignore")
+    return Corpus(path, encoded.vocab, encoded.num_tokens, opening[:256])
 
 
 def split_lengths(length: int, val_fraction: float, test_fraction: float) -> dict[str, int]:

@@ -84,6 +84,7 @@ def train(cfg: DictConfig) -> float:
     run_dir = Path(cfg.paths.output_dir)
 
     datamodule = instantiate(cfg.data, tokenizer=plan.tokenizer)
+    datamodule.setup("fit")  # maps the token cache the plan made (Lightning's own call is then free)
     lit = LitGPT(
         model=OmegaConf.to_container(cfg.model, resolve=True),
         tokenizer=plan.tokenizer.to_dict(),
@@ -106,7 +107,7 @@ def train(cfg: DictConfig) -> float:
     if trainer.is_global_zero:
         log.info(
             f"{cfg.model.kind}: {num_parameters / 1e6:.2f}M parameters | vocab {plan.tokenizer.vocab_size} "
-            f"| {plan.corpus.length:,} characters of {plan.corpus.path.name} | {trainer.max_steps} steps of "
+            f"| {plan.corpus.path.name}: {datamodule.describe()} | {trainer.max_steps} steps of "
             f"{cfg.data.batch_size}x{cfg.model.context_window} tokens | run dir {run_dir}"
         )
         if plan.resume is not None:

@@ -2,10 +2,11 @@
 
 import hashlib
 
+import numpy as np
 import pytest
 import torch
 
-from src.data.corpus import DataError, cached_corpus_path, read_text, resolve_corpus
+from src.data.corpus import DataError, cached_corpus_path, resolve_corpus
 from src.data.datamodule import ShakespeareDataModule
 from src.data.windows import IGNORE, RandomWindowBatches, ValidationWindows, windows_at
 from tests.helpers import shakespeare_file
@@ -14,7 +15,7 @@ UNREACHABLE = "http://127.0.0.1:9/input.txt"  # the discard port: nothing listen
 
 
 def test_windows_are_the_text_shifted_by_one():
-    data = torch.arange(100)
+    data = np.arange(100)
     x, y = windows_at(data, torch.tensor([0, 37]), T=8)
     assert torch.equal(x[1], torch.arange(37, 45)) and torch.equal(y[1], torch.arange(38, 46))
     batches = RandomWindowBatches(data, T=8, batch_size=4, seed=1)
@@ -24,7 +25,7 @@ def test_windows_are_the_text_shifted_by_one():
 
 
 def test_training_batches_depend_only_on_seed_rank_and_index():
-    data = torch.arange(1000)
+    data = np.arange(1000)
     stream = iter(RandomWindowBatches(data, 16, 4, seed=3))
     first_five = [next(stream) for _ in range(5)]
     resumed = next(iter(RandomWindowBatches(data, 16, 4, seed=3, start_batch=3)))
@@ -35,7 +36,7 @@ def test_training_batches_depend_only_on_seed_rank_and_index():
 
 @pytest.mark.parametrize("n", [101, 97, 17, 33])
 def test_validation_scores_every_position_exactly_once(n):
-    data = torch.arange(n)
+    data = np.arange(n)
     T = 16
     windows = ValidationWindows(data, T)
     scored = []
@@ -46,7 +47,7 @@ def test_validation_scores_every_position_exactly_once(n):
 
 
 def test_validation_shards_cover_the_split_without_padding():
-    data = torch.arange(200)
+    data = np.arange(200)
     full = ValidationWindows(data, 16)
     shards = [ValidationWindows(data, 16, rank=r, world_size=3) for r in range(3)]
     assert sum(len(s) for s in shards) == len(full)
@@ -56,16 +57,18 @@ def test_validation_shards_cover_the_split_without_padding():
 
 def test_context_longer_than_the_validation_split_names_the_fix():
     with pytest.raises(ValueError, match=r"context_window \(64\) is longer than the validation split.*lower"):
-        ValidationWindows(torch.arange(50), 64)
+        ValidationWindows(np.arange(50), 64)
 
 
-def test_datamodule_splits_contiguously_without_overlap():
-    dm = ShakespeareDataModule(context_window=32, batch_size=4, path=str(shakespeare_file()), test_fraction=0.05)
+def test_datamodule_splits_contiguously_without_overlap(tmp_path):
+    dm = ShakespeareDataModule(
+        context_window=32, batch_size=4, path=str(shakespeare_file()), cache_dir=str(tmp_path), test_fraction=0.05
+    )
     dm.setup()
-    text = read_text(shakespeare_file())
+    text = shakespeare_file().read_text(encoding="utf-8")
     assert dm.tokenizer.vocab == sorted(set(text)) and dm.tokenizer.vocab_size == 65
     train, val, test = dm.splits["train"], dm.splits["val"], dm.splits["test"]
-    assert train.dtype == torch.uint8  # one byte per character
+    assert train.dtype == np.uint8 and isinstance(train, np.memmap)  # one byte per character, on disk
     assert len(train) + len(val) + len(test) == len(text)
     assert len(val) == int(len(text) * 0.1) and len(test) == int(len(text) * 0.05)
     assert dm.tokenizer.decode(val[:50]) == text[len(train) : len(train) + 50]
@@ -110,7 +113,7 @@ def test_a_corrupt_cache_says_to_delete_it(tmp_path):
 def test_any_utf8_text_works_through_path(tmp_path):
     text = tmp_path / "poem.txt"
     text.write_text("Shall I compare thee to a summer's day?\n" * 50, encoding="utf-8")
-    dm = ShakespeareDataModule(context_window=8, batch_size=2, path=str(text))
+    dm = ShakespeareDataModule(context_window=8, batch_size=2, path=str(text), cache_dir=str(tmp_path))
     dm.setup()
     assert dm.tokenizer.vocab == sorted(set(text.read_text()))
 
@@ -123,9 +126,11 @@ def test_empty_or_non_utf8_files_are_refused(tmp_path, content, message):
     bad = tmp_path / "bad.txt"
     bad.write_bytes(content)
     with pytest.raises(DataError, match=message):
-        ShakespeareDataModule(context_window=8, batch_size=2, path=str(bad)).setup()
+        ShakespeareDataModule(context_window=8, batch_size=2, path=str(bad), cache_dir=str(tmp_path)).setup()
 
 
 def test_a_missing_path_names_the_option(tmp_path):
     with pytest.raises(DataError, match=r"data\.path=.*does not exist"):
-        ShakespeareDataModule(context_window=8, batch_size=2, path=str(tmp_path / "nope.txt")).setup()
+        ShakespeareDataModule(
+            context_window=8, batch_size=2, path=str(tmp_path / "nope.txt"), cache_dir=str(tmp_path)
+        ).setup()

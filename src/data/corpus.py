@@ -81,18 +81,3 @@ def resolve_corpus(
         return cached
     download(url, cached, sha256)
     return cached
-
-
-def read_text(path: Path) -> str:
-    """The file's text; empty or non-UTF-8 files are refused with the fix."""
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise DataError(
-            f"{path} is not UTF-8 text (byte {err.start} is invalid): convert it to UTF-8 or choose another data.path"
-        ) from None
-    except OSError as err:
-        raise DataError(f"cannot read {path} ({err.strerror}): check the path and its permissions") from None
-    if not text:
-        raise DataError(f"{path} is empty: choose a text file with content for data.path")
-    return text

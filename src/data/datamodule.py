@@ -5,21 +5,41 @@ from __future__ import annotations
 from pathlib import Path
 
 import lightning as L
-import torch
-from torch import Tensor
+import numpy as np
 from torch.utils.data import DataLoader
 
-from src.data.corpus import TINY_SHAKESPEARE_SHA256, TINY_SHAKESPEARE_URL, read_text, resolve_corpus
+from src.data.corpus import TINY_SHAKESPEARE_SHA256, TINY_SHAKESPEARE_URL, DataError, resolve_corpus
+from src.data.token_cache import EncodedCorpus, open_corpus
 from src.data.tokenizer import CharTokenizer
-from src.data.windows import RandomWindowBatches, ValidationWindows
+from src.data.windows import EpochWindowBatches, RandomWindowBatches, ValidationWindows
+
+SAMPLING = ("random", "epoch")
+
+
+def require_two_characters(vocab: list[str], path: Path) -> None:
+    if len(vocab) < 2:
+        raise DataError(
+            f"{path} has only one distinct character ({vocab[0]!r}): there is nothing to predict; "
+            f"choose a text with at least two different characters for data.path"
+        )
+
+
+def _positive_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 class ShakespeareDataModule(L.LightningDataModule):
-    """Encodes the text once into a compact tensor and splits it contiguously: train | val | test.
+    """Encodes the text once into a memory-mapped token cache and splits it contiguously: train | val | test.
 
-    Training batches are random windows (see RandomWindowBatches); validation and test cover
-    their split with non-overlapping windows, so their loss is exact and comparable across runs.
-    Any UTF-8 text works through `path`; the checksum applies only to the default corpus.
+    The first run over a text encodes it (src/data/token_cache.py); every later run, sweep job,
+    evaluation and DDP rank maps the cache and starts at once. The splits are views of the
+    mapped file, so memory does not grow with the corpus. Training batches are random windows
+    (RandomWindowBatches) or, with sampling="epoch", every window once per epoch in a shuffled
+    order (EpochWindowBatches). Validation and test cover the first `val_tokens` characters of
+    their split (all of it if null) with non-overlapping windows: an exact loss over a fixed span,
+    comparable across runs. Any UTF-8 text works through `path`; the checksum applies only to
+    the default corpus.
     """
 
     def __init__(
@@ -32,15 +52,25 @@ class ShakespeareDataModule(L.LightningDataModule):
         sha256: str = TINY_SHAKESPEARE_SHA256,
         val_fraction: float = 0.1,
         test_fraction: float = 0.0,
+        val_tokens: int | None = None,
+        sampling: str = "random",
         val_batch_size: int = 256,
         num_workers: int = 0,
         seed: int = 0,
         tokenizer: CharTokenizer | None = None,
     ):
         super().__init__()
-        for name, value in [("context_window", context_window), ("batch_size", batch_size)]:
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        _positive_int("context_window", context_window)
+        _positive_int("batch_size", batch_size)
+        if val_tokens is not None:
+            _positive_int("data.val_tokens", val_tokens)
+            if val_tokens <= context_window:
+                raise ValueError(
+                    f"data.val_tokens ({val_tokens}) must exceed model.context_window ({context_window}) to hold "
+                    f"one validation window: raise it, or set data.val_tokens=null to score the whole split"
+                )
+        if sampling not in SAMPLING:
+            raise ValueError(f"data.sampling must be random or epoch, got {sampling!r}")
         if not (0 < val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
             raise ValueError(
                 f"data.val_fraction ({val_fraction}) must be in (0, 1) and data.test_fraction ({test_fraction}) "
@@ -49,25 +79,30 @@ class ShakespeareDataModule(L.LightningDataModule):
         self.context_window, self.batch_size, self.val_batch_size = context_window, batch_size, val_batch_size
         self.path, self.cache_dir, self.url, self.sha256 = path, cache_dir, url, sha256
         self.val_fraction, self.test_fraction = val_fraction, test_fraction
+        self.val_tokens, self.sampling = val_tokens, sampling
         self.num_workers, self.seed = num_workers, seed
         self.tokenizer = tokenizer  # given when resuming: the checkpoint's vocabulary wins
-        self.splits: dict[str, Tensor] = {}
+        self.corpus: EncodedCorpus | None = None
+        self.splits: dict[str, np.ndarray] = {}
 
     def corpus_path(self) -> Path:
         return resolve_corpus(self.path, self.cache_dir, self.url, self.sha256)
 
+    def encoded(self) -> EncodedCorpus:
+        vocab = self.tokenizer.vocab if self.tokenizer is not None else None
+        return open_corpus(self.corpus_path(), self.cache_dir, vocab)
+
     def prepare_data(self) -> None:
-        self.corpus_path()  # downloads Tiny Shakespeare once; later runs read the cache
+        self.encoded()  # downloads Tiny Shakespeare once, encodes a text once; later runs read the cache
 
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
-        text = read_text(self.corpus_path())
+        self.corpus = self.encoded()
         if self.tokenizer is None:
-            self.tokenizer = CharTokenizer.from_text(text)
-        ids = self.tokenizer.encode(text)
-        dtype = torch.uint8 if self.tokenizer.vocab_size <= 256 else torch.int32
-        data = ids.to(dtype)  # 1 byte per character for Shakespeare
+            require_two_characters(self.corpus.vocab, self.corpus_path())
+            self.tokenizer = CharTokenizer(self.corpus.vocab)
+        data = self.corpus.tokens
         n = len(data)
         n_test = int(n * self.test_fraction)
         n_val = int(n * self.val_fraction)
@@ -76,28 +111,45 @@ class ShakespeareDataModule(L.LightningDataModule):
         if n_test:
             self.splits["test"] = data[n_train + n_val :]
         # Fail now, with the fix, rather than at the first validation.
-        ValidationWindows(self.splits["val"], self.context_window)
+        ValidationWindows(self.scored("val"), self.context_window)
         RandomWindowBatches(self.splits["train"], self.context_window, self.batch_size)
+
+    def scored(self, split: str) -> np.ndarray:
+        """The span of a split that validation (or test) scores: its first val_tokens characters."""
+        data = self.splits[split]
+        return data if self.val_tokens is None else data[: self.val_tokens]
+
+    def describe(self) -> str:
+        """The data of the run in one line, for its header: split sizes, validated span, sampling."""
+        n_train, n_val = len(self.splits["train"]), len(self.splits["val"])
+        span = len(self.scored("val"))
+        scored = "all of it" if span == n_val else f"its first {span:,}"
+        windows = f"every window once per epoch ({n_train - self.context_window:,})" if self.sampling == "epoch" else ""
+        return f"train {n_train:,} / val {n_val:,} characters (val/loss over {scored}) | {windows or 'random windows'}"
 
     def _rank_and_world(self) -> tuple[int, int]:
         trainer = self.trainer
         return (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
 
     def batches_already_trained(self) -> int:
-        """How many training batches a resumed run has consumed; 0 for a fresh run."""
+        """How many training batches a resumed run has consumed; 0 for a fresh run.
+
+        Lightning restores global_step from the checkpoint before it asks for the train loader.
+        """
         if self.trainer is None:
             return 0
-        return self.trainer.fit_loop.epoch_loop.batch_progress.total.processed
+        return self.trainer.global_step * self.trainer.accumulate_grad_batches
 
-    def train_dataloader(self) -> RandomWindowBatches:
-        rank, _ = self._rank_and_world()
-        return RandomWindowBatches(
-            self.splits["train"], self.context_window, self.batch_size, self.seed, rank, self.batches_already_trained()
-        )
+    def train_dataloader(self) -> RandomWindowBatches | EpochWindowBatches:
+        rank, world = self._rank_and_world()
+        data, T, B, done = self.splits["train"], self.context_window, self.batch_size, self.batches_already_trained()
+        if self.sampling == "epoch":
+            return EpochWindowBatches(data, T, B, self.seed, rank, world, done)
+        return RandomWindowBatches(data, T, B, self.seed, rank, done)
 
     def _eval_loader(self, split: str) -> DataLoader:
         rank, world = self._rank_and_world()
-        windows = ValidationWindows(self.splits[split], self.context_window, rank, world)
+        windows = ValidationWindows(self.scored(split), self.context_window, rank, world)
         return DataLoader(windows, batch_size=self.val_batch_size, shuffle=False, num_workers=self.num_workers)
 
     def val_dataloader(self) -> DataLoader:

@@ -1,22 +1,27 @@
-"""Context windows (x, y) cut from one encoded tensor by index arithmetic, never materialised.
+"""Context windows (x, y) cut from the encoded text by index arithmetic, never materialised.
 
 For a window starting at s:  x = data[s : s+T],  y = data[s+1 : s+T+1]   (y is x shifted by one)
+
+`data` is a 1-D numpy array of token ids, usually the memory-mapped token cache: a batch
+reads only the B * (T + 1) ids it needs, so memory does not grow with the corpus.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
 IGNORE = -1  # target id of positions that are not scored (see ValidationWindows)
+MASK64 = (1 << 64) - 1
 
 
-def windows_at(data: Tensor, starts: Tensor, T: int) -> tuple[Tensor, Tensor]:
+def windows_at(data: np.ndarray, starts: Tensor, T: int) -> tuple[Tensor, Tensor]:
     """starts: (B,) -> x, y: (B, T) int64, gathered in one indexing operation."""
-    chunk = data[starts.unsqueeze(1) + torch.arange(T + 1)].long()  # (B, T + 1)
+    chunk = torch.from_numpy(data[starts.numpy()[:, None] + np.arange(T + 1)].astype(np.int64))  # (B, T + 1)
     return chunk[:, :-1], chunk[:, 1:]
 
 
@@ -28,6 +33,11 @@ def check_fits(split: str, length: int, T: int) -> None:
         )
 
 
+def stream_seed(seed: int, rank: int, k: int) -> int:
+    """One number per (seed, rank, batch or epoch index): the key of that batch's randomness."""
+    return (seed * 65_537 + rank) * 1_000_000_007 + k
+
+
 class RandomWindowBatches:
     """An endless stream of training batches of B windows at random places in `data`.
 
@@ -35,15 +45,89 @@ class RandomWindowBatches:
     uninterrupted run would have seen, and each DDP rank draws different windows.
     """
 
-    def __init__(self, data: Tensor, T: int, batch_size: int, seed: int = 0, rank: int = 0, start_batch: int = 0):
+    def __init__(self, data: np.ndarray, T: int, batch_size: int, seed: int = 0, rank: int = 0, start_batch: int = 0):
         check_fits("training", len(data), T)
         self.data, self.T, self.batch_size = data, T, batch_size
         self.seed, self.rank, self.start_batch = seed, rank, start_batch
 
     def batch(self, k: int) -> tuple[Tensor, Tensor]:
-        generator = torch.Generator().manual_seed((self.seed * 65_537 + self.rank) * 1_000_000_007 + k)
+        generator = torch.Generator().manual_seed(stream_seed(self.seed, self.rank, k))
         starts = torch.randint(0, len(self.data) - self.T, (self.batch_size,), generator=generator)
         return windows_at(self.data, starts, self.T)
+
+    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
+        k = self.start_batch
+        while True:
+            yield self.batch(k)
+            k += 1
+
+
+def _mix(x: np.ndarray, key: int) -> np.ndarray:
+    """A 64-bit hash of each x under `key` (splitmix64's finaliser); uint64 arithmetic wraps."""
+    x = (x + np.uint64(key & MASK64)) * np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def shuffled(i: np.ndarray, n: int, key: int, rounds: int = 4) -> np.ndarray:
+    """A pseudo-random permutation of 0..n-1, evaluated at positions i: shuffled(i) for i < n.
+
+    A Feistel network permutes the 2h-bit numbers (the smallest even width >= n's); values that
+    land at n or beyond are sent through it again ("cycle walking") until they fall below n,
+    which keeps it a bijection on 0..n-1. It needs O(len(i)) memory, not O(n): an epoch over a
+    billion windows never builds a billion-entry permutation.
+    """
+    half = max(1, ((n - 1).bit_length() + 1) // 2)
+    low = np.uint64((1 << half) - 1)
+    out = i.astype(np.uint64)
+    todo = np.ones(len(out), dtype=bool)
+    while todo.any():
+        x = out[todo]
+        left, right = x >> np.uint64(half), x & low
+        for r in range(rounds):
+            left, right = right, left ^ (_mix(right, key * 4 + r) & low)
+        out[todo] = (left << np.uint64(half)) | right
+        todo = out >= np.uint64(n)
+    return out.astype(np.int64)
+
+
+class EpochWindowBatches:
+    """Every window start exactly once per epoch, in a seeded shuffled order that changes each epoch.
+
+    The n = len(data) - T window starts of an epoch are put in the order shuffled(0..n-1); rank r
+    of W takes the positions r, r + W, r + 2W, ... of that order (disjoint shards), B at a time.
+    The last batch of an epoch holds what is left. Batch k depends only on (seed, rank, k), so a
+    resumed run continues mid-epoch exactly where it stopped; after the last batch of an epoch
+    the next epoch starts in a new order.
+    """
+
+    def __init__(
+        self,
+        data: np.ndarray,
+        T: int,
+        batch_size: int,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        start_batch: int = 0,
+    ):
+        check_fits("training", len(data), T)
+        self.data, self.T, self.batch_size = data, T, batch_size
+        self.seed, self.rank, self.world_size, self.start_batch = seed, rank, world_size, start_batch
+        self.num_windows = len(data) - T
+        per_rank = -(-self.num_windows // world_size)
+        self.batches_per_epoch = -(-per_rank // batch_size)
+
+    def starts(self, k: int) -> Tensor:
+        """The window starts of batch k: (B,) or fewer at the end of an epoch."""
+        epoch, i = divmod(k, self.batches_per_epoch)
+        positions = self.rank + self.world_size * (i * self.batch_size + np.arange(self.batch_size))
+        positions = positions[positions < self.num_windows]
+        return torch.from_numpy(shuffled(positions, self.num_windows, stream_seed(self.seed, 0, epoch)))
+
+    def batch(self, k: int) -> tuple[Tensor, Tensor]:
+        return windows_at(self.data, self.starts(k), self.T)
 
     def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
         k = self.start_batch
@@ -60,23 +144,24 @@ class ValidationWindows(Dataset):
     loss over all scored positions is then the exact loss of the whole split.
     """
 
-    def __init__(self, data: Tensor, T: int, rank: int = 0, world_size: int = 1):
+    def __init__(self, data: np.ndarray, T: int, rank: int = 0, world_size: int = 1):
         check_fits("validation", len(data), T)
         self.data, self.T = data, T
         n_targets = len(data) - 1
-        self.starts = list(range(0, n_targets - T + 1, T))
-        self.tail_scored = n_targets - len(self.starts) * T  # targets no whole window reached
-        if self.tail_scored:
-            self.starts.append(n_targets - T)
-        self.shard = range(rank, len(self.starts), world_size)  # per rank, no padding: nothing counts twice
+        self.whole = n_targets // T  # windows at 0, T, 2T, ...
+        self.tail_scored = n_targets - self.whole * T  # targets no whole window reached
+        self.last_start = n_targets - T
+        num_windows = self.whole + (1 if self.tail_scored else 0)
+        self.shard = range(rank, num_windows, world_size)  # per rank, no padding: nothing counts twice
 
     def __len__(self) -> int:
         return len(self.shard)
 
     def __getitem__(self, i: int) -> tuple[Tensor, Tensor]:
         window = self.shard[i]
-        x, y = windows_at(self.data, torch.tensor([self.starts[window]]), self.T)
-        x, y = x[0], y[0].clone()
-        if self.tail_scored and window == len(self.starts) - 1:
+        s = window * self.T if window < self.whole else self.last_start
+        chunk = torch.from_numpy(self.data[s : s + self.T + 1].astype(np.int64))  # (T + 1,)
+        x, y = chunk[:-1], chunk[1:].clone()
+        if window == self.whole:  # the tail window: its first targets were scored already
             y[: self.T - self.tail_scored] = IGNORE
         return x, y

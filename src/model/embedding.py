@@ -18,13 +18,22 @@ class TokenAndPositionEmbedding(nn.Module):
     sinusoidal code (entries of size ~1) the token rows are scaled by sqrt(d), as in "Attention
     is all you need", so the token signal is not drowned by the position signal at the start
     of training; learned positions start as small as the tokens and need no scale.
+    `scale_tokens=False` is the notes' X = E[token] + PE, with no scale at all.
     """
 
-    def __init__(self, vocab_size: int, d: int, max_len: int, positional: str = "sinusoidal", std: float = 0.02):
+    def __init__(
+        self,
+        vocab_size: int,
+        d: int,
+        max_len: int,
+        positional: str = "sinusoidal",
+        std: float = 0.02,
+        scale_tokens: bool = True,
+    ):
         super().__init__()
         self.E = nn.Parameter(torch.randn(vocab_size, d) * std)
         self.position = positional_encoding(positional, max_len, d)
-        self.scale = math.sqrt(d) if positional == "sinusoidal" else 1.0
+        self.scale = math.sqrt(d) if positional == "sinusoidal" and scale_tokens else 1.0
 
     def forward(self, idx: Tensor, start: int = 0) -> Tensor:
         """idx: (B, T) token ids at positions start..start+T-1 -> X: (B, T, d)."""

@@ -8,6 +8,16 @@
 
 No residual connection, no MLP: the smallest model in which attention alone predicts the next
 character. The notes' sizes are the defaults: context_window 10, embedding_dim 60, 5 heads.
+
+Four options are where `model=seed` departs from the notes by default, each to train better
+with AdamW at an ordinary rate; `experiment=notes_recipe` switches all four to the notes' values:
+
+    option              default (model=seed)               the notes
+    init                small: N(0, 0.02^2) weights        notes: torch.randn (N(0, 1)) for E, W_Q,
+                                                           W_K, W_V and W_out; b_out = 0
+    ln_affine           true: LayerNorm(X) * gain + bias   false: (X - mean) / sqrt(var + eps)
+    embedding_scale     true: E[token] * sqrt(d) + PE      false: E[token] + PE
+    output_projection   true: heads concatenated, @ W_O    false: heads concatenated
 """
 
 from __future__ import annotations
@@ -24,6 +34,8 @@ from src.model.kv_cache import KVCache
 from src.model.language_model import CausalLanguageModel
 from src.model.layers import LayerNorm
 
+INITS = ("small", "notes")
+
 
 @dataclass
 class SeedGPTConfig:
@@ -33,6 +45,9 @@ class SeedGPTConfig:
     num_heads: int = 5
     output_projection: bool = True  # W_O after concatenating the heads
     positional: str = "sinusoidal"
+    init: str = "small"  # or "notes": E, W_Q, W_K, W_V, W_out drawn by torch.randn
+    ln_affine: bool = True  # learned gain and bias after the layer norm
+    embedding_scale: bool = True  # E[token] * sqrt(d) with sinusoidal positions
     fused: bool = False
 
     def __post_init__(self) -> None:
@@ -43,6 +58,8 @@ class SeedGPTConfig:
             num_heads=self.num_heads,
         )
         check_heads(self.embedding_dim, self.num_heads)
+        if self.init not in INITS:
+            raise ValueError(f"model.init must be one of {', '.join(INITS)}, got {self.init!r}")
 
 
 class SeedGPT(CausalLanguageModel):
@@ -52,11 +69,17 @@ class SeedGPT(CausalLanguageModel):
         super().__init__()
         self.cfg = cfg
         d = cfg.embedding_dim
-        self.embedding = TokenAndPositionEmbedding(cfg.vocab_size, d, cfg.context_window, cfg.positional)
-        self.ln = LayerNorm(d, fused=cfg.fused)
+        self.embedding = TokenAndPositionEmbedding(
+            cfg.vocab_size, d, cfg.context_window, cfg.positional, scale_tokens=cfg.embedding_scale
+        )
+        self.ln = LayerNorm(d, gain=cfg.ln_affine, bias=cfg.ln_affine, fused=cfg.fused)
         self.attention = MultiHeadAttention(d, cfg.num_heads, output_projection=cfg.output_projection, fused=cfg.fused)
         self.W_out = nn.Parameter(torch.randn(d, cfg.vocab_size) * 0.02)
         self.b_out = nn.Parameter(torch.zeros(cfg.vocab_size))
+        if cfg.init == "notes":
+            with torch.no_grad():  # the notes: E, W_Q, W_K, W_V, W_out = torch.randn(...); b_out = 0
+                for W in (self.embedding.E, self.attention.W_Q, self.attention.W_K, self.attention.W_V, self.W_out):
+                    W.copy_(torch.randn_like(W))
 
     def hidden_states(
         self, idx: Tensor, cache: KVCache | None = None, need_weights: bool = False

@@ -1,0 +1,133 @@
+"""Epoch sampling and the notes' own recipe: every window once, and the notes' formulas option by option."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from src.cli import compose
+from src.data.windows import EpochWindowBatches, shuffled
+from src.model import SeedGPT, SeedGPTConfig
+from src.model.attention import causal_mask
+
+VOCAB = 11
+
+
+def epoch_starts(stream: EpochWindowBatches, epoch: int) -> list[int]:
+    n = stream.batches_per_epoch
+    return [s for k in range(epoch * n, (epoch + 1) * n) for s in stream.starts(k).tolist()]
+
+
+@pytest.mark.parametrize("n", [1, 2, 17, 1000, 4097])
+def test_the_shuffle_is_a_permutation_of_every_size(n):
+    order = shuffled(np.arange(n), n, key=5)
+    assert sorted(order.tolist()) == list(range(n))
+    if n >= 1000:
+        assert not np.array_equal(order, np.arange(n)) and abs(np.corrcoef(order, np.arange(n))[0, 1]) < 0.1
+
+
+def test_an_epoch_visits_every_window_once_in_a_new_order_each_epoch():
+    data = np.arange(107)
+    stream = EpochWindowBatches(data, T=4, batch_size=8, seed=3)
+    first, second = epoch_starts(stream, 0), epoch_starts(stream, 1)
+    assert sorted(first) == sorted(second) == list(range(107 - 4))  # every start, once
+    assert first != second and first != sorted(first)
+    x, y = stream.batch(0)
+    assert torch.equal(x[:, 0], stream.starts(0)) and torch.equal(y[:, :-1], x[:, 1:])
+    assert len(stream.starts(stream.batches_per_epoch - 1)) == (107 - 4) % 8  # the rest, not padded
+
+
+def test_epoch_batches_resume_exactly_mid_epoch():
+    data = np.arange(500)
+    fresh = iter(EpochWindowBatches(data, 8, 16, seed=9))
+    batches = [next(fresh) for _ in range(40)]  # past the end of the first epoch (31 batches)
+    resumed = iter(EpochWindowBatches(data, 8, 16, seed=9, start_batch=25))
+    for k in range(25, 40):
+        assert torch.equal(next(resumed)[0], batches[k][0])
+
+
+def test_ddp_ranks_take_disjoint_shards_that_cover_the_epoch():
+    data = np.arange(250)
+    ranks = [EpochWindowBatches(data, 5, 7, seed=1, rank=r, world_size=3) for r in range(3)]
+    shards = [set(epoch_starts(r, 0)) for r in ranks]
+    assert all(len(epoch_starts(r, 0)) == len(s) for r, s in zip(ranks, shards, strict=True))
+    assert not (shards[0] & shards[1] or shards[0] & shards[2] or shards[1] & shards[2])
+    assert set().union(*shards) == set(range(245))
+
+
+def notes_model(**options) -> SeedGPT:
+    """The notes' model; `options` switches one departure back to model=seed's default."""
+    notes = dict(init="notes", ln_affine=False, embedding_scale=False, output_projection=False)
+    torch.manual_seed(0)
+    sizes = dict(vocab_size=VOCAB, context_window=8, embedding_dim=12, num_heads=3)
+    return SeedGPT(SeedGPTConfig(**sizes, **(notes | options)))
+
+
+def test_the_notes_recipe_model_is_the_notes_formula_line_by_line():
+    model = notes_model()
+    idx = torch.randint(0, VOCAB, (2, 8), generator=torch.Generator().manual_seed(1))
+    X = model.embedding.E[idx] + model.embedding.position.pe[:8]  # X = E[token] + PE, no scale
+    X = (X - X.mean(-1, keepdim=True)) / torch.sqrt(X.var(-1, unbiased=False, keepdim=True) + 1e-5)  # no gain/bias
+    att = model.attention
+    heads = []
+    for h in range(3):  # each head on its own 4 columns of W_Q, W_K, W_V
+        cols = slice(4 * h, 4 * h + 4)
+        Q, K, V = X @ att.W_Q[:, cols], X @ att.W_K[:, cols], X @ att.W_V[:, cols]
+        scores = (Q @ K.transpose(-2, -1) / math.sqrt(4)).masked_fill(causal_mask(8)[0], float("-inf"))
+        heads.append(torch.softmax(scores, dim=-1) @ V)
+    logits = torch.cat(heads, dim=-1) @ model.W_out + model.b_out  # concatenated heads, no W_O
+    assert torch.allclose(model(idx)[0], logits, atol=1e-4)
+    targets = torch.randint(0, VOCAB, (2, 8))
+    every_prefix = torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+    assert torch.allclose(model(idx, targets)[1], every_prefix, atol=1e-4)
+
+
+def test_init_notes_draws_the_matrices_by_torch_randn_and_zeros_the_output_bias():
+    notes, small = notes_model(), notes_model(init="small")
+    for name in ("embedding.E", "attention.W_Q", "attention.W_K", "attention.W_V", "W_out"):
+        assert abs(notes.get_parameter(name).std().item() - 1.0) < 0.25, name  # N(0, 1)
+        assert small.get_parameter(name).std().item() < 0.05, name  # N(0, 0.02^2)
+    assert torch.equal(notes.b_out, torch.zeros(VOCAB))
+    with pytest.raises(ValueError, match="model.init must be one of small, notes"):
+        SeedGPTConfig(vocab_size=VOCAB, init="xavier")
+
+
+def test_ln_affine_adds_a_learned_gain_and_bias():
+    assert list(dict(notes_model().ln.named_parameters())) == []
+    affine = notes_model(ln_affine=True).ln
+    assert affine.gain.shape == affine.bias.shape == (12,)
+    x = torch.randn(3, 12)
+    with torch.no_grad():
+        affine.gain.fill_(2.0), affine.bias.fill_(0.5)
+    assert torch.allclose(affine(x), notes_model().ln(x) * 2.0 + 0.5, atol=1e-6)
+
+
+def test_embedding_scale_multiplies_the_token_rows_by_sqrt_d():
+    plain, scaled = notes_model().embedding, notes_model(embedding_scale=True).embedding
+    idx = torch.tensor([[1, 2, 3]])
+    pe = plain.position.pe[:3]
+    assert torch.allclose(plain(idx), plain.E[idx] + pe)
+    assert torch.allclose(scaled(idx), scaled.E[idx] * math.sqrt(12) + pe)
+
+
+def test_output_projection_multiplies_the_concatenated_heads_by_w_o():
+    without, with_w_o = notes_model(), notes_model(output_projection=True)
+    assert without.attention.W_O is None
+    with_w_o.attention.load_state_dict({k: v for k, v in without.attention.state_dict().items()}, strict=False)
+    X = torch.randn(2, 8, 12)
+    heads, _ = without.attention(X)
+    projected, _ = with_w_o.attention(X)
+    assert torch.allclose(projected, heads @ with_w_o.attention.W_O, atol=1e-5)
+
+
+def test_the_preset_switches_every_option_to_the_notes():
+    cfg = compose("train", ["experiment=notes_recipe"])
+    m = cfg.model
+    assert (m.kind, m.context_window, m.embedding_dim, m.num_heads) == ("seed", 10, 60, 5)
+    assert (m.init, m.ln_affine, m.embedding_scale, m.output_projection) == ("notes", False, False, False)
+    assert cfg.optimizer.name == "sgd" and cfg.optimizer.momentum == 0 and cfg.optimizer.weight_decay == 0
+    assert cfg.optimizer.lr == pytest.approx(1e-3 * cfg.data.batch_size)  # the per-window rate, summed
+    assert cfg.data.sampling == "epoch" and cfg.trainer.gradient_clip_val is None
+    windows = 1_003_855 - 10  # Tiny Shakespeare's train split
+    assert cfg.trainer.max_steps == math.ceil(windows / cfg.data.batch_size)  # one epoch
