@@ -4,17 +4,25 @@ Each job writes `result.json` into its directory. A failing job records its one-
 and returns None, so the sweep carries on (Hydra's sweepers would otherwise stop at the first
 exception). When the multirun ends, SweepSummary (a Hydra callback) prints a table of every
 job, writes it to `summary.md` in the sweep directory, and plots the best validation loss
-against each swept value in `summary.png`.
+against each swept value in `summary.png`, with a power law fitted to loss against model size
+and, when seeds repeat, the mean and spread of each configuration.
+
+Under `hydra/launcher=parallel` (Hydra's joblib launcher) jobs run concurrently in worker
+processes: each job takes its share of the CPU cores, or its own GPU (configure_job_resources).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
+import os
+import statistics
 import sys
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +30,15 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 log = logging.getLogger(__name__)
 RESULT = "result.json"
 # Overrides that say where or how a job runs, not what it trains: never part of a run name.
-NOT_HYPERPARAMETERS = ("paths.", "hydra.", "ckpt_path", "overwrite", "progress_bar", "sample.")
+NOT_HYPERPARAMETERS = ("paths.", "hydra.", "ckpt_path", "overwrite", "progress_bar", "sample.", "sweep.")
+# What a sweep job skips unless `sweep.media=true` or the command line sets these keys itself:
+# media cost more than a small job's training, and a sweep is read from its summary.
+MEDIA_OFF = {"callbacks.sample_text": None, "callbacks.attention_maps": None, "sample.max_new_tokens": 0}
 
 
 def in_multirun() -> bool:
@@ -75,6 +86,131 @@ def read_result(job_dir: Path) -> dict[str, Any] | None:
         return None
 
 
+def cpu_cores() -> int:
+    """The cores this process may run on (its affinity, not the whole machine's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def gpu_count() -> int:
+    import torch  # only when a job starts: the sweep summary never needs it
+
+    return torch.cuda.device_count()
+
+
+def parallel_jobs(accelerator: str, jobs_per_gpu: int) -> int:
+    """hydra/launcher=parallel's default n_jobs: every GPU `jobs_per_gpu` times, else every core."""
+    if not isinstance(jobs_per_gpu, int) or isinstance(jobs_per_gpu, bool) or jobs_per_gpu < 1:
+        raise ValueError(
+            f"sweep.jobs_per_gpu must be a positive integer, got {jobs_per_gpu!r}: e.g. sweep.jobs_per_gpu=2"
+        )
+    gpus = gpu_count() if accelerator in ("auto", "gpu", "cuda") else 0
+    return gpus * jobs_per_gpu if gpus else cpu_cores()
+
+
+OmegaConf.register_new_resolver("parallel_jobs", parallel_jobs, replace=True)
+
+
+def sweep_size(hydra_cfg: DictConfig) -> int | None:
+    """How many jobs the sweeper hands the launcher at once: the grid's size, or Optuna's batch."""
+    if "n_jobs" in hydra_cfg.sweeper:  # Optuna: trials are launched n_jobs at a time
+        return int(hydra_cfg.sweeper.n_jobs)
+    sweep_file = Path(hydra_cfg.sweep.dir) / "multirun.yaml"
+    if not sweep_file.is_file():
+        return None
+    typed = list(OmegaConf.load(sweep_file).hydra.overrides.task)
+    params = hydra_cfg.sweeper.get("params") or {}
+    choices: dict[str, int] = {}
+    for override in OverridesParser.create().parse_overrides([*(f"{k}={v}" for k, v in params.items()), *typed]):
+        count = len(list(override.sweep_string_iterator())) if override.is_discrete_sweep() else 1
+        choices[override.get_key_element()] = count  # the last one of a key wins, as in Hydra
+    return math.prod(choices.values())
+
+
+def concurrent_jobs(hydra_cfg: DictConfig) -> int:
+    """Jobs of this sweep that run at the same time: 1 unless the launcher is Hydra's joblib launcher."""
+    launcher = hydra_cfg.launcher
+    if not str(launcher.get("_target_", "")).endswith("JoblibLauncher"):
+        return 1
+    n_jobs = int(launcher.n_jobs)
+    if n_jobs < 0:  # joblib's convention: -1 is every core, -2 all but one, ...
+        n_jobs = cpu_cores() + 1 + n_jobs
+    size = sweep_size(hydra_cfg)
+    return max(1, min(n_jobs, size) if size else n_jobs)
+
+
+@dataclass
+class JobResources:
+    """What one concurrent job may use: torch threads, and a GPU index (None: leave devices as set)."""
+
+    threads: int
+    gpu: int | None
+
+
+def plan_resources(
+    job_num: int, concurrent: int, cores: int, gpus: int, accelerator: str, devices: Any
+) -> JobResources:
+    """Divide the cores among the jobs that run at once; job n takes GPU n mod gpus.
+
+    Jobs are dispatched in order, so the ones running together have consecutive numbers and
+    spread evenly over the GPUs: with n_jobs = gpus x jobs_per_gpu, each GPU holds jobs_per_gpu.
+    A job asking for several devices (DDP) keeps its own setting.
+    """
+    threads = max(1, cores // max(1, concurrent))
+    on_gpu = gpus > 0 and accelerator in ("auto", "gpu", "cuda") and devices in (1, "1", "auto")
+    return JobResources(threads, job_num % gpus if on_gpu and concurrent > 1 else None)
+
+
+def configure_job_resources(cfg: DictConfig) -> JobResources | None:
+    """Called as a sweep job starts: its share of the machine, before torch does any work.
+
+    Sets torch's intra- and inter-op thread counts to cores // concurrent jobs, and pins the
+    job to one GPU (trainer.devices=[i]) when jobs run concurrently on a GPU machine. A
+    sequential sweep (Hydra's basic launcher) and a single run are left as they are.
+    """
+    if not in_multirun():
+        return None
+    hydra_cfg = HydraConfig.get()
+    concurrent = concurrent_jobs(hydra_cfg)
+    if concurrent == 1:
+        return None
+    import torch
+
+    plan = plan_resources(
+        hydra_cfg.job.num, concurrent, cpu_cores(), gpu_count(), cfg.trainer.accelerator, cfg.trainer.devices
+    )
+    torch.set_num_threads(plan.threads)
+    if torch.get_num_interop_threads() != plan.threads:
+        try:
+            torch.set_num_interop_threads(plan.threads)
+        except RuntimeError:  # a reused worker process: inter-op threads are fixed once started
+            pass
+    if plan.gpu is not None:
+        with open_dict(cfg):
+            cfg.trainer.devices = [plan.gpu]
+    log.info(
+        f"job {hydra_cfg.job.num}: 1 of {concurrent} concurrent jobs, {plan.threads} threads"
+        + (f", GPU {plan.gpu}" if plan.gpu is not None else "")
+    )
+    return plan
+
+
+def sweep_defaults(cfg: DictConfig) -> DictConfig:
+    """A sweep job's config: without the TensorBoard text sample, attention maps and final sample.
+
+    Unless `sweep.media=true`; a key the command line sets itself (e.g. `sample.max_new_tokens=300`
+    or `callbacks.attention_maps.prompt=...`) keeps its configured value.
+    """
+    if not in_multirun() or cfg.get("sweep", {}).get("media", False):
+        return cfg
+    typed = {o.lstrip("+~").split("=", 1)[0] for o in job_overrides()}
+    cfg = copy.deepcopy(cfg)
+    with open_dict(cfg):
+        for key, value in MEDIA_OFF.items():
+            if not any(t == key or t.startswith(key + ".") for t in typed):
+                OmegaConf.update(cfg, key, value, merge=False)
+    return cfg
+
+
 def run_job(cfg: DictConfig, train: Callable[[DictConfig], float]) -> float | None:
     """One sweep job: skip it if it already finished, contain its failure if it fails."""
     output_dir = Path(HydraConfig.get().runtime.output_dir)
@@ -85,7 +221,8 @@ def run_job(cfg: DictConfig, train: Callable[[DictConfig], float]) -> float | No
         )
         return done["best_val_loss"]
     try:
-        return train(cfg)
+        configure_job_resources(cfg)
+        return train(sweep_defaults(cfg))
     except Exception as err:  # any failure stays inside this job; the sweep goes on
         reason = " ".join(str(err).split()) or type(err).__name__
         if not isinstance(err, (ValueError, OSError)):  # not bad input: keep the trace for debugging
