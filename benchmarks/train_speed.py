@@ -10,6 +10,8 @@ Sections (all by default; --only picks some):
   generation  500 new tokens with and without the KV cache, for the default model
   attention   the plain and fused attention paths: forward + backward time per training step
   logging     ms/step with the default logging against logging switched off
+  sweep       the 12-job sweep at the notes' scale, sequential and parallel, beside a loop of
+              nanoGPT runs over the same configurations (benchmarks/sweep_speed.py)
 
 nanoGPT's code is not part of this repository: pass the path to your own checkout (its data
 files are written from our copy of Tiny Shakespeare, in its format, if they are missing).
@@ -33,8 +35,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from benchmarks import sweep_speed
+
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ("throughput", "curve", "speedrun", "generation", "attention", "logging")
+SECTIONS = ("throughput", "curve", "speedrun", "generation", "attention", "logging", "sweep")
 TARGET_LOSS = 1.88
 WARMUP_STEPS = 20
 # nanoGPT's documented CPU run of train_shakespeare_char ("baby GPT"), as the issue measured it.
@@ -314,6 +318,8 @@ def table(results: dict) -> str:
             f"| baby run ms/step with default logging vs none | {lg['logged_ms']:.1f} vs {lg['silent_ms']:.1f}"
             f" | | {lg['overhead_percent']:+.1f}% |"
         )
+    if sw := results.get("sweep"):
+        rows += sweep_speed.table(sw)
     return "\n".join(rows)
 
 
@@ -347,6 +353,8 @@ def main() -> None:
                 results[section] = attention(args)
             elif section == "logging":
                 results[section] = logging_overhead(args, workdir)
+            elif section == "sweep":
+                results[section] = sweep_speed.sweep(args, workdir)
             print(json.dumps(results[section], indent=2, default=float), flush=True)
     print(table(results))
     if args.json:

@@ -97,12 +97,20 @@ def gpu_count() -> int:
     return torch.cuda.device_count()
 
 
-def parallel_jobs(accelerator: str, jobs_per_gpu: int) -> int:
-    """hydra/launcher=parallel's default n_jobs: every GPU `jobs_per_gpu` times, else every core."""
+def check_sweep_config(cfg: DictConfig) -> None:
+    """The `sweep` keys' values, checked before a sweep starts; raises ValueError naming the fix."""
+    jobs_per_gpu, media = cfg.sweep.jobs_per_gpu, cfg.sweep.media
     if not isinstance(jobs_per_gpu, int) or isinstance(jobs_per_gpu, bool) or jobs_per_gpu < 1:
         raise ValueError(
             f"sweep.jobs_per_gpu must be a positive integer, got {jobs_per_gpu!r}: e.g. sweep.jobs_per_gpu=2"
         )
+    if not isinstance(media, bool):
+        raise ValueError(f"sweep.media must be true or false, got {media!r}")
+
+
+def parallel_jobs(accelerator: str, jobs_per_gpu: int) -> int:
+    """hydra/launcher=parallel's default n_jobs: every GPU `jobs_per_gpu` times, else every core."""
+    check_sweep_config(OmegaConf.create({"sweep": {"jobs_per_gpu": jobs_per_gpu, "media": False}}))
     gpus = gpu_count() if accelerator in ("auto", "gpu", "cuda") else 0
     return gpus * jobs_per_gpu if gpus else cpu_cores()
 

@@ -1,6 +1,7 @@
 """In-process: how sweep jobs share the machine, their sweep defaults, and what the summary finds."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -81,6 +82,19 @@ def test_the_parallel_launcher_defaults_to_every_core_or_every_gpu(sweep_job, mo
     assert sweep_job("hydra/launcher=parallel", "trainer=cpu").hydra.launcher.n_jobs == 6
     with pytest.raises(Exception, match="sweep.jobs_per_gpu must be a positive integer"):
         _ = sweep_job("hydra/launcher=parallel", "sweep.jobs_per_gpu=0").hydra.launcher.n_jobs
+
+
+def test_bad_sweep_keys_are_refused_with_the_fix():
+    from src.cli import compose
+
+    for override, message in [
+        ("sweep.jobs_per_gpu=0", "sweep.jobs_per_gpu must be a positive integer, got 0: e.g. sweep.jobs_per_gpu=2"),
+        ("sweep.jobs_per_gpu=two", "sweep.jobs_per_gpu must be a positive integer, got 'two'"),
+        ("sweep.media=maybe", "sweep.media must be true or false, got 'maybe'"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            sweeps.check_sweep_config(compose("train", [override]))
+    sweeps.check_sweep_config(compose("train", ["sweep.jobs_per_gpu=4", "sweep.media=true"]))
 
 
 def test_sweep_jobs_skip_media_unless_asked(sweep_job):
