@@ -130,10 +130,15 @@ def run_sweep(launcher: str, workdir: Path) -> dict[str, Any]:
     wall = time.time() - start
     if proc.returncode != 0:
         raise SystemExit(f"the {launcher} sweep failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    return sweep_record(sweep_dir, wall)
+
+
+def sweep_record(sweep_dir: Path, wall: float) -> dict[str, Any]:
+    """What the jobs of a finished sweep did, from the files the two timing callbacks wrote."""
     jobs = sorted((p for p in sweep_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
     phases = [job_phases(job) for job in jobs]
     clocks = [json.loads((job / "clock.json").read_text()) for job in jobs]
-    first_job = {}  # per process: its imports run from its start to its first job
+    first_job: dict[int, float] = {}  # per process: its imports run from its start to its first job
     for clock in clocks:
         first_job[clock["pid"]] = min(first_job.get(clock["pid"], clock["start"]), clock["start"])
     imports = sum(first_job[pid] - next(c["process_start"] for c in clocks if c["pid"] == pid) for pid in first_job)
