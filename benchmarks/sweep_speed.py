@@ -156,29 +156,37 @@ def sweep_record(sweep_dir: Path, wall: float) -> dict[str, Any]:
     }
 
 
-def run_nanogpt_loop(nanogpt: Path, workdir: Path) -> dict[str, Any]:
-    """nanoGPT's train.py once per configuration of the grid, one after another."""
+def configurations() -> list[dict[str, int]]:
+    """The grid in Hydra's order (the last key varies fastest), so job n is configuration n."""
+    sizes = [{}]
+    for key, values in GRID.items():
+        sizes = [size | {key: value} for size in sizes for value in values]
+    return sizes
+
+
+def run_nanogpt(nanogpt: Path, size: dict[str, int], workdir: Path) -> tuple[float, float | None]:
+    """nanoGPT's train.py for one configuration: its wall time and its val loss at iteration 300."""
     from benchmarks.train_speed import NANOGPT_ARGS, prepare_nanogpt_data
 
     prepare_nanogpt_data(nanogpt)
+    command = [
+        *(sys.executable, "train.py", *NANOGPT_ARGS, "--n_layer=1", "--batch_size=12"),
+        *(f"--{NANOGPT_NAMES[key]}={value}" for key, value in size.items()),
+        *("--max_iters=300", "--lr_decay_iters=300", "--eval_interval=300"),
+        f"--out_dir={workdir / 'nanogpt-out'}",
+    ]
     start = time.time()
-    losses = []
-    for heads in GRID["num_heads"]:
-        for width in GRID["embedding_dim"]:
-            for window in GRID["context_window"]:
-                size = {"num_heads": heads, "embedding_dim": width, "context_window": window}
-                command = [
-                    *(sys.executable, "train.py", *NANOGPT_ARGS, "--n_layer=1", "--batch_size=12"),
-                    *(f"--{NANOGPT_NAMES[key]}={value}" for key, value in size.items()),
-                    *("--max_iters=300", "--lr_decay_iters=300", "--eval_interval=300"),
-                    f"--out_dir={workdir / 'nanogpt-out'}",
-                ]
-                proc = subprocess.run(command, cwd=nanogpt, capture_output=True, text=True)
-                if proc.returncode != 0:
-                    raise SystemExit(f"nanoGPT failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}")
-                last = [line for line in proc.stdout.splitlines() if line.startswith("step 300:")]
-                losses.append(float(last[-1].split("val loss ")[1]) if last else None)
-    return {"wall_s": time.time() - start, "val_losses": losses}
+    proc = subprocess.run(command, cwd=nanogpt, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"nanoGPT failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}")
+    last = [line for line in proc.stdout.splitlines() if line.startswith("step 300:")]
+    return time.time() - start, float(last[-1].split("val loss ")[1]) if last else None
+
+
+def run_nanogpt_loop(nanogpt: Path, workdir: Path) -> dict[str, Any]:
+    """nanoGPT's train.py once per configuration of the grid, one after another."""
+    runs = [run_nanogpt(nanogpt, size, workdir) for size in configurations()]
+    return {"wall_s": sum(wall for wall, _ in runs), "val_losses": [loss for _, loss in runs]}
 
 
 def sweep(args: Any, workdir: Path) -> dict[str, Any]:
