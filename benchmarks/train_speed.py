@@ -12,6 +12,8 @@ Sections (all by default; --only picks some):
   logging     ms/step with the default logging against logging switched off
   data        a 1 GB text: encode, cache, start, memory, validation; nanoGPT's prepare.py beside it
               (benchmarks/data_scale.py; --data-gb sets the size)
+  sweep       the 12-job sweep at the notes' scale, sequential and parallel, beside a loop of
+              nanoGPT runs over the same configurations (benchmarks/sweep_speed.py)
 
 nanoGPT's code is not part of this repository: pass the path to your own checkout (its data
 files are written from our copy of Tiny Shakespeare, in its format, if they are missing).
@@ -35,10 +37,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks import data_scale
+from benchmarks import data_scale, sweep_speed
 
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ("throughput", "curve", "speedrun", "generation", "attention", "logging", "data")
+SECTIONS = ("throughput", "curve", "speedrun", "generation", "attention", "logging", "data", "sweep")
 TARGET_LOSS = 1.88
 WARMUP_STEPS = 20
 # nanoGPT's documented CPU run of train_shakespeare_char ("baby GPT"), as the issue measured it.
@@ -320,6 +322,8 @@ def table(results: dict) -> str:
         )
     if d := results.get("data"):
         rows += data_scale.table_rows(d)
+    if sw := results.get("sweep"):
+        rows += sweep_speed.table(sw)
     return "\n".join(rows)
 
 
@@ -356,6 +360,8 @@ def main() -> None:
                 results[section] = logging_overhead(args, workdir)
             elif section == "data":
                 results[section] = data_scale.run(args, workdir)
+            elif section == "sweep":
+                results[section] = sweep_speed.sweep(args, workdir)
             print(json.dumps(results[section], indent=2, default=float), flush=True)
     print(table(results))
     if args.json:

@@ -102,6 +102,14 @@ class SampleSchema:
 
 
 @dataclass
+class SweepSchema:
+    """Multirun settings (see README, "Sweeps")."""
+
+    jobs_per_gpu: int = 1  # hydra/launcher=parallel on a GPU machine: jobs sharing each GPU
+    media: bool = False  # sweep jobs keep the text samples, attention maps and final sample
+
+
+@dataclass
 class TrainSchema:
     seed: int = 1337
     ckpt_path: str | None = None
@@ -109,6 +117,7 @@ class TrainSchema:
     overwrite: bool = False
     progress_bar: str = "auto"
     sample: SampleSchema = field(default_factory=SampleSchema)
+    sweep: SweepSchema = field(default_factory=SweepSchema)
     # The groups: each checked by its own schema when its YAML file is composed.
     paths: Any = None
     model: Any = None
@@ -272,3 +281,6 @@ def check_values(cfg: DictConfig) -> None:
     check_optimizer(cfg.optimizer)
     check_trainer(cfg.trainer)
     check_sample("sample", cfg.sample)
+    from src.sweeps import check_sweep_config
+
+    check_sweep_config(cfg)

@@ -1,4 +1,4 @@
-"""Figures: where each head attends, one grid per layer (TensorBoard and the plot_attention command)."""
+"""Figures: where each head attends (TensorBoard, plot_attention), and what a sweep found (summary.png)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,12 @@ matplotlib.use("Agg")  # files and TensorBoard only, never a window
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 from torch import Tensor  # noqa: E402
+
+from src.sweeps import PowerLaw, finite_loss, seed_groups  # noqa: E402
 
 CELL = 3.0  # inches per head panel
 TITLE = 0.6  # inches for the figure title
@@ -71,27 +74,49 @@ def _value(text: str) -> int | float | str:
     return text
 
 
-def sweep_figure(rows: list[dict], swept: list[str]) -> Figure:
-    """Best validation loss of each finished job against each swept value and the model size."""
-    done = [r for r in rows if r.get("status") == "ok"]
-    panels = [*swept, "parameters"]
+def _swept_value(row: dict, key: str) -> int | float | str | None:
+    if key == "parameters":
+        return row.get("parameters")
+    given = dict(o.lstrip("+").split("=", 1) for o in row.get("overrides", []) if "=" in o)
+    return _value(given[key]) if key in given else None
+
+
+def sweep_figure(
+    rows: list[dict], swept: list[str], fit: PowerLaw | None = None, residuals: dict | None = None
+) -> Figure:
+    """Best val loss of each finished job against each swept value and the model size.
+
+    With repeated seeds, each configuration's mean and standard deviation is drawn over its
+    jobs; with a power-law fit, its curve is on the size panel and each job's residual beside it.
+    """
+    done = [(row, loss) for row in rows if (loss := finite_loss(row)) is not None]
+    groups = seed_groups(rows)
+    panels = [key for key in swept if key != "seed"] + ["parameters"] + (["residual"] if fit and residuals else [])
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6), dpi=DPI, squeeze=False)
     for ax, key in zip(axes[0], panels, strict=True):
-        points = []
-        for row in done:
-            if key == "parameters":
-                x = row.get("parameters")
-            else:
-                given = dict(o.split("=", 1) for o in row.get("overrides", []) if "=" in o)
-                x = _value(given[key]) if key in given else None
-            if x is not None:
-                points.append((x, row["best_val_loss"], row["job"]))
+        if key == "residual":
+            _residual_panel(ax, rows, residuals or {})
+            continue
+        points = [(x, loss, row["job"]) for row, loss in done if (x := _swept_value(row, key)) is not None]
         numeric = all(isinstance(x, float | int) for x, _, _ in points)
         labels = sorted({str(x) for x, _, _ in points})
+
+        def position(x: int | float | str, numeric: bool = numeric, labels: list[str] = labels) -> float:
+            return x if numeric else labels.index(str(x))
+
         for x, y, job in points:
-            position = x if numeric else labels.index(str(x))
-            ax.scatter(position, y, color="tab:blue")
-            ax.annotate(str(job), (position, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+            ax.scatter(position(x), y, color="tab:blue", alpha=0.5 if groups else 1.0, s=16)
+            ax.annotate(str(job), (position(x), y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        if groups:  # each configuration's mean over its seeds, +- one standard deviation
+            by_job = {row["job"]: row for row, _ in done}
+            for g in groups:
+                xs = {_swept_value(by_job[j], key) for j in g.jobs}
+                if len(xs) == 1 and None not in xs:
+                    ax.errorbar(position(xs.pop()), g.mean, yerr=g.std or 0, fmt="_", color="tab:red", capsize=4)
+        if key == "parameters" and fit and points:
+            n = np.geomspace(min(x for x, _, _ in points), max(x for x, _, _ in points), 100)
+            ax.plot(n, fit(n), "--", color="tab:orange", label=f"{fit.a:.3g}·N^-{fit.alpha:.2f} + {fit.c:.3f}")
+            ax.legend(fontsize=7)
         if not numeric:
             ax.set_xticks(range(len(labels)), labels)
         elif all(isinstance(x, int) for x, _, _ in points) and key != "parameters":
@@ -99,9 +124,33 @@ def sweep_figure(rows: list[dict], swept: list[str]) -> Figure:
         if key == "parameters" and points:
             ax.set_xscale("log")
         ax.set_xlabel(key)
-        ax.set_ylabel("best val loss")
+        ax.set_ylabel("best val loss" + (" (red: mean ± std over seeds)" if groups else ""), fontsize=8)
         ax.grid(alpha=0.3)
-    failed = len(rows) - len(done)
-    fig.suptitle(f"{len(done)} finished jobs" + (f", {failed} failed (see summary.md)" if failed else ""), fontsize=10)
+    failed = sum(1 for row in rows if row.get("status") != "ok")
+    no_loss = len(rows) - failed - len(done)
+    title = f"{len(done)} finished jobs" + (f", {failed} failed (see summary.md)" if failed else "")
+    title += f", {no_loss} without a finite val loss" if no_loss else ""
+    if fit:
+        title += f"; loss vs size: exponent alpha = {fit.alpha:.3f}"
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def _residual_panel(ax: Axes, rows: list[dict], residuals: dict) -> None:
+    """Each job's loss minus the fitted L(N), against its parameter count."""
+    for row in rows:
+        if row["job"] in residuals:
+            ax.scatter(row["parameters"], residuals[row["job"]], color="tab:orange", s=16)
+            ax.annotate(
+                str(row["job"]),
+                (row["parameters"], residuals[row["job"]]),
+                xytext=(4, 4),
+                textcoords="offset points",
+                fontsize=7,
+            )
+    ax.axhline(0.0, color="grey", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("parameters")
+    ax.set_ylabel("best val loss - fit")
+    ax.grid(alpha=0.3)

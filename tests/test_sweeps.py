@@ -1,8 +1,10 @@
 """Multirun sweeps, failures inside a sweep, DDP on the CPU, and the Optuna search."""
 
 import json
+import os
 import struct
 
+import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from src.cli import compose
@@ -47,21 +49,35 @@ def test_a_2x2_sweep_gives_four_jobs_a_summary_and_a_plot(tmp_path):
         assert len(list(runs[0].glob("events.out.tfevents.*"))) == 1
 
 
-def test_an_invalid_point_fails_alone_and_the_summary_says_why(tmp_path):
-    sweep = tmp_path / "sweep"
-    args = tiny_training(tmp_path, *FAST, f"hydra.sweep.dir={sweep}", "model.embedding_dim=32")
-    result = run_cli("train", "-m", *args, "model.num_heads=2,3,4")
-    assert result.returncode == 1  # the sweep finished, but not every job did
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert errors[0] == (
-        "error: job 1 (num_heads=3): embedding_dim (32) must be divisible by num_heads (3): "
-        "choose an embedding_dim that is a multiple of num_heads"
-    )
-    assert "Traceback" not in result.stderr
-    statuses = [json.loads((job / "result.json").read_text())["status"] for job in job_dirs(sweep)]
-    assert statuses == ["ok", "failed", "ok"]
-    summary = (sweep / "summary.md").read_text()
-    assert summary.count("| ok |") == 2 and "FAILED: embedding_dim (32) must be divisible" in summary
+def test_an_invalid_point_fails_alone_and_the_parallel_launcher_gives_the_same_sweep(tmp_path):
+    losses = {}
+    for launcher in ("basic", "parallel"):
+        sweep = tmp_path / launcher
+        args = tiny_training(tmp_path, *FAST, f"hydra.sweep.dir={sweep}", "model.embedding_dim=32")
+        if launcher == "parallel":  # 3 jobs on 2 workers: each takes half the cores
+            args += ["hydra/launcher=parallel", "hydra.launcher.n_jobs=2"]
+        result = run_cli("train", "-m", *args, "model.num_heads=2,3,4")
+        assert result.returncode == 1, result.stderr[-3000:]  # the sweep finished, but not every job did
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        assert errors[0] == (
+            "error: job 1 (num_heads=3): embedding_dim (32) must be divisible by num_heads (3): "
+            "choose an embedding_dim that is a multiple of num_heads"
+        )
+        assert "Traceback" not in result.stderr and result.stdout.count("summary: ") == 1  # once, in the parent
+        records = [json.loads((job / "result.json").read_text()) for job in job_dirs(sweep)]
+        assert [r["status"] for r in records] == ["ok", "failed", "ok"]
+        assert [r["run_name"] for r in records] == ["num_heads=2", "num_heads=3", "num_heads=4"]
+        assert [p.name for p in (sweep / "0" / "tensorboard").iterdir()] == ["num_heads=2"]
+        summary = (sweep / "summary.md").read_text()
+        assert summary.count("| ok |") == 2 and "FAILED: embedding_dim (32) must be divisible" in summary
+        losses[launcher] = [r.get("best_val_loss") for r in records]
+    threads = max(1, len(os.sched_getaffinity(0)) // 2)
+    assert result.stdout.count(f"of 2 concurrent jobs, {threads} threads") == 3
+    assert losses["parallel"][0] == pytest.approx(losses["basic"][0], abs=1e-5)  # same seed, same run
+    assert losses["parallel"][2] == pytest.approx(losses["basic"][2], abs=1e-5)
+
+    again = run_cli("train", "-m", *args, "model.num_heads=2,3,4")
+    assert again.returncode == 1 and (again.stdout + again.stderr).count("already finished") == 2
 
 
 def test_ddp_on_the_cpu_writes_one_run_directory(tmp_path):
