@@ -33,16 +33,15 @@ log = logging.getLogger(__name__)
 
 
 def matmul_weights(model: nn.Module) -> int:
-    """N: the parameters that multiply activations (weight matrices, the LM head).
+    """N: the entries of the weight matrices that multiply activations, the W_... of the notes.
 
     Embedding tables are looked up, not multiplied, so they are left out, except the token
-    table E when it is also the LM head (tied weights: logits = H E^T).
+    table E when it is also the LM head (tied weights: logits = H E^T). Biases and layer-norm
+    gains are added, not multiplied.
     """
-    n = sum(p.numel() for p in model.parameters() if p.dim() == 2)
-    lookups = [m for m in model.modules() if isinstance(m, TokenAndPositionEmbedding)]
-    n -= sum(p.numel() for m in lookups for p in m.parameters() if p.dim() == 2)
+    n = sum(p.numel() for name, p in model.named_parameters() if name.rsplit(".", 1)[-1].startswith("W_"))
     if getattr(model.cfg, "tie_weights", False):
-        n += sum(m.E.numel() for m in lookups)  # logits = H E^T: E is also the LM head
+        n += sum(m.E.numel() for m in model.modules() if isinstance(m, TokenAndPositionEmbedding))
     return n
 
 
