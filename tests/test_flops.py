@@ -13,6 +13,7 @@ from src.model.factory import build_model
 from src.training import flops
 from src.training.flops import MFU, compute_dtype, matmul_weights, peak_flops, training_flops_per_token
 from src.training.lit_gpt import LitGPT
+from tests.helpers import scalars
 
 
 def test_flops_per_token_of_a_small_gpt_by_hand():
@@ -101,3 +102,12 @@ def test_mfu_callback_logs_flops_per_sec_and_mfu_at_log_steps_only(tmp_path, mon
     for step, achieved in logged["train/flops_per_sec"].items():
         assert achieved == pytest.approx(expected)
         assert logged["train/mfu"][step] == pytest.approx(achieved / 1e6)
+
+
+def test_a_training_run_logs_mfu_to_tensorboard_at_its_log_steps(trained):
+    run_dir, output = trained
+    s = scalars(run_dir)
+    assert [step for step, _ in s["train/mfu"]] == [step for step, _ in s["train/loss"]]
+    assert [step for step, _ in s["train/flops_per_sec"]] == [step for step, _ in s["train/loss"]]
+    assert all(0 < mfu < 1 for _, mfu in s["train/mfu"])  # a tiny model is far from the matmul peak
+    assert "MFU peak per device" in output and "(measured matmul)" in output
