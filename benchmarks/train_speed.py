@@ -268,7 +268,7 @@ def generation(args: argparse.Namespace, workdir: Path) -> dict:
 
     def default_threads_only(*a, **k):
         probe = sampling.fastest_thread_count
-        sampling.fastest_thread_count = lambda step: torch.get_num_threads()  # no probe: torch's default
+        sampling.fastest_thread_count = lambda step, threads: threads  # no probe: torch's default
         try:
             return sampling.generate(*a, **k)
         finally:

@@ -14,6 +14,7 @@ CPU the number of threads that a short probe finds fastest for one step.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Iterator, Sequence
 
@@ -87,27 +88,24 @@ def fused_kernels(model: CausalLanguageModel) -> Iterator[None]:
             module.fused = False
 
 
-def fastest_thread_count(step: Callable[[], object], rounds: int = 3) -> int:
-    """1 or torch's default number of CPU threads, whichever runs `step` faster (median of rounds).
+def fastest_thread_count(step: Callable[[], object], threads: int, rounds: int = 3) -> int:
+    """1 or `threads` CPU threads, whichever runs `step` faster (median of rounds); leaves 1 set.
 
     One sequence's step is a few small matmuls: a second thread may halve them on an idle
     machine, or make them ten times slower when the cores are busy with other work and the
     threads wait on each other. Results are the same either way; only the time differs.
     """
-    default = torch.get_num_threads()
-    if default == 1:
+    if threads <= 1:
         return 1
-    times: dict[int, list[float]] = {1: [], default: []}
-    try:
-        for _ in range(rounds):
-            for threads in times:
-                torch.set_num_threads(threads)
-                start = time.perf_counter()
-                step()
-                times[threads].append(time.perf_counter() - start)
-    finally:
-        torch.set_num_threads(default)
-    return min(times, key=lambda threads: sorted(times[threads])[rounds // 2])
+    times: dict[int, list[float]] = {1: [], threads: []}
+    for _ in range(rounds):
+        for candidate in times:
+            torch.set_num_threads(candidate)
+            start = time.perf_counter()
+            step()
+            times[candidate].append(time.perf_counter() - start)
+    torch.set_num_threads(1)
+    return min(times, key=lambda candidate: sorted(times[candidate])[rounds // 2])
 
 
 def stream(
@@ -178,19 +176,21 @@ def _fast_tokens(
             H, _ = model.hidden_states(ids[:, max(0, t - window) : t])
         return model.logits(H[:, -1])  # only the last position is sampled from
 
-    threads = torch.get_num_threads()
+    threads, on_cpu = torch.get_num_threads(), ids.device.type == "cpu"
     with fused_kernels(model):
         try:
-            if ids.device.type == "cpu" and T0 + max_new_tokens > window:
-                # Time full-window steps at 1 and at the default thread count before sampling.
-                probe = ids.new_zeros(B, window)
-                torch.set_num_threads(fastest_thread_count(lambda: model.hidden_states(probe)))
+            if on_cpu:
+                torch.set_num_threads(1)  # the first token at once; one thread is never far off for one step
             for t in range(T0, T0 + max_new_tokens):
                 next_id = pick(step(t))  # (B, 1)
                 ids[:, t] = next_id[:, 0]
                 if cache is not None and cache.length >= window:
                     cache = None
                 yield ids[:, t]
+                if on_cpu and t == T0 and T0 + max_new_tokens > window:
+                    # Full-window steps lie ahead: time one at 1 and at the default thread count.
+                    full_window = functools.partial(model.hidden_states, ids.new_zeros(B, window))
+                    torch.set_num_threads(fastest_thread_count(full_window, threads))
         finally:
             torch.set_num_threads(threads)
 
