@@ -7,7 +7,9 @@ Sections (all by default; --only picks some):
   curve       both runs to 2000 steps: val loss at step 2000 and wall time
   speedrun    `experiment=cpu_speedrun`: seconds from process start to the first val loss <= 1.88,
               against nanoGPT's wall time for its whole 2000-step run
-  generation  500 new tokens with and without the KV cache, for the default model
+  generation  500 new tokens from the default model: the loop before issue 14, the notes' loop and
+              today's; a batch of 10 samples; `python -m src.generate` from process start to its
+              first token, beside `python -c "import torch"`
   attention   the plain and fused attention paths: forward + backward time per training step
   logging     ms/step with the default logging against logging switched off
   data        a 1 GB text: encode, cache, start, memory, validation; nanoGPT's prepare.py beside it
@@ -215,21 +217,96 @@ def _default_model(**overrides):
     return build_model(config, vocab_size=65).eval()
 
 
-def generation(args: argparse.Namespace) -> dict:
-    from src.model.sampling import generate
+BEFORE_ISSUE_14 = "102f3cd"  # the last commit with the generation loop that issue 14 measured
 
-    result = {}
-    for label, model in [("default", _default_model()), ("window 512", _default_model(context_window=512))]:
-        prompt = torch.randint(0, 65, (6,))
-        speeds = {True: [], False: []}
-        for _ in range(args.rounds):
-            for cached in (True, False):
-                start = time.perf_counter()
-                generate(model, prompt, 500, 0.8, use_cache=cached, generator=torch.Generator().manual_seed(0))
-                speeds[cached].append(500 / (time.perf_counter() - start))
-        cached, uncached = statistics.median(speeds[True]), statistics.median(speeds[False])
-        result[label] = {"context_window": model.context_window, "cached": cached, "uncached": uncached}
-        result[label]["speedup"] = cached / uncached
+
+def _sampling_at(revision: str):
+    """src/model/sampling.py as it was at `revision` (git show), imported beside today's."""
+    import importlib.util
+
+    source = subprocess.run(
+        ["git", "show", f"{revision}:src/model/sampling.py"], cwd=ROOT, capture_output=True, text=True
+    )
+    if source.returncode != 0:
+        return None  # not a git checkout with that history
+    path = Path(tempfile.mkdtemp(prefix="sampling-before-")) / "sampling_before.py"
+    path.write_text(source.stdout)
+    spec = importlib.util.spec_from_file_location("sampling_before", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _checkpoint_of(model, workdir: Path) -> Path:
+    """A checkpoint of `model` in the format `python -m src.train` writes (untrained weights: timing only)."""
+    from omegaconf import OmegaConf
+
+    from src.cli import compose
+
+    vocab = "".join(chr(c) for c in range(32, 32 + 64)) + "\n"
+    hparams = {"model": OmegaConf.to_container(compose("train", []).model, resolve=True), "tokenizer": {"vocab": vocab}}
+    path = workdir / "generate-bench.ckpt"
+    state = {f"model.{k}": v for k, v in model.state_dict().items()}
+    torch.save({"hyper_parameters": hparams, "state_dict": state, "global_step": 0}, path)
+    return path
+
+
+def _seconds_to_first_token(command: list[str], prompt_chars: int) -> float:
+    """Process start to the first generated character on stdout (the prompt is printed first)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc.stdout.read(prompt_chars + 1)
+    seconds = time.perf_counter() - start
+    proc.stdout.read()
+    proc.wait()
+    return seconds
+
+
+def generation(args: argparse.Namespace, workdir: Path) -> dict:
+    """500 tokens from the default model (window 64): before issue 14, the notes' loop, now; batches; start-up."""
+    from src.model import sampling
+
+    def tokens_per_s(generate, batch: int = 1, **kwargs) -> float:
+        prompt = torch.randint(0, 65, (batch, 6), generator=torch.Generator().manual_seed(0))
+        start = time.perf_counter()
+        generate(model, prompt, 500, 0.8, generator=torch.Generator().manual_seed(0), **kwargs)
+        return batch * 500 / (time.perf_counter() - start)
+
+    def default_threads_only(*a, **k):
+        probe = sampling.fastest_thread_count
+        sampling.fastest_thread_count = lambda step, threads: threads  # no probe: torch's default
+        try:
+            return sampling.generate(*a, **k)
+        finally:
+            sampling.fastest_thread_count = probe
+
+    model = _default_model()
+    before = _sampling_at(BEFORE_ISSUE_14)
+    variants = {
+        "now": lambda: tokens_per_s(sampling.generate),
+        "now, default threads": lambda: tokens_per_s(default_threads_only),
+        "notes' loop (use_cache=False)": lambda: tokens_per_s(sampling.generate, use_cache=False),
+        "now, batch of 10": lambda: tokens_per_s(sampling.generate, batch=10),
+    }
+    if before is not None:
+        variants[f"before ({BEFORE_ISSUE_14})"] = lambda: tokens_per_s(before.generate)
+    speeds: dict[str, list[float]] = {name: [] for name in variants}
+    for r in range(args.rounds):
+        for name, measure in variants.items():  # alternating: the machine's load hits all alike
+            speeds[name].append(measure())
+        print(f"  round {r + 1}: " + ", ".join(f"{n} {v[-1]:,.0f}" for n, v in speeds.items()), flush=True)
+    result: dict = {"tokens_per_s": {name: statistics.median(v) for name, v in speeds.items()}, "rounds": speeds}
+
+    checkpoint = _checkpoint_of(model, workdir)
+    prompt = "ROMEO:"
+    generate_cmd = [sys.executable, "-m", "src.generate", f"ckpt_path={checkpoint}", f"prompt={prompt}", "device=cpu"]
+    import_torch = [sys.executable, "-c", "import torch; print('x' * 7, flush=True)"]
+    first_token, torch_only = [], []
+    for _ in range(args.rounds):
+        first_token.append(_seconds_to_first_token(generate_cmd, len(prompt)))
+        torch_only.append(_seconds_to_first_token(import_torch, len(prompt)))
+    result["first_token_s"] = statistics.median(first_token)
+    result["import_torch_s"] = statistics.median(torch_only)
     return result
 
 
@@ -305,10 +382,19 @@ def table(results: dict) -> str:
             f" (whole run {fmt(nano.get('nanogpt_wall_s'), '.0f')}) |"
             f" {fmt(s.get('fraction_of_nanogpt_wall'), '.2f')}x of nanoGPT's wall |"
         )
-    for label, g in results.get("generation", {}).items():
+    if g := results.get("generation"):
+        speeds = g["tokens_per_s"]
+        now = speeds["now"]
+        for name, value in speeds.items():
+            ratio = "" if name == "now" else f"now is {now / value:.2f}x"
+            if "batch" in name:
+                ratio = f"{value / now:.2f}x of one sample's"
+            rows.append(
+                f"| sampling 500 tokens, default model (window 64), {name}: tokens/s | {value:,.0f} | | {ratio} |"
+            )
         rows.append(
-            f"| sampling 500 tokens, {label} model (window {g['context_window']}): tokens/s cached vs uncached"
-            f" | {g['cached']:,.0f} vs {g['uncached']:,.0f} | | {g['speedup']:.2f}x |"
+            f"| `python -m src.generate`: process start to first token, s (`import torch` alone)"
+            f" | {g['first_token_s']:.2f} ({g['import_torch_s']:.2f}) | | |"
         )
     for label, a in results.get("attention", {}).items():
         rows.append(
@@ -353,7 +439,7 @@ def main() -> None:
                 nanogpt_wall = results.get("curve", {}).get("nanogpt_wall_s")
                 results[section] = speedrun(args, workdir, nanogpt_wall)
             elif section == "generation":
-                results[section] = generation(args)
+                results[section] = generation(args, workdir)
             elif section == "attention":
                 results[section] = attention(args)
             elif section == "logging":

@@ -133,11 +133,12 @@ class GenerateSchema:
     ckpt_path: str | None = None
     prompt: str = "ROMEO:"
     max_new_tokens: int = 500
+    num_samples: int = 1
     temperature: float = 0.8
     top_k: int | None = None
     top_p: float | None = None
     greedy: bool = False
-    seed: int = 1337
+    seed: int | None = 1337
     device: str = "auto"
     paths: Any = None
 

@@ -1,4 +1,10 @@
-"""`python -m src.generate ckpt_path=... prompt="ROMEO:"`: continue a prompt with a trained model."""
+"""`python -m src.generate ckpt_path=... prompt="ROMEO:" num_samples=3`: continue a prompt with a trained model.
+
+The text streams to the terminal as it is drawn. `num_samples` samples are drawn together, as
+one batch: the first one streams, the others are printed when the batch is done, each sample
+followed by a line of dashes (as nanoGPT's sample.py prints them). Sample i is drawn with
+seed + i, so `seed=<seed + i> num_samples=1` prints it again alone.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +14,10 @@ import torch
 from omegaconf import DictConfig
 
 from src.cli import command
-from src.model.sampling import check_sampling_args, sample_text
+from src.model.sampling import check_sampling_args, sample_generators, stream
 from src.training.checkpoint import find_checkpoint, load_trained
+
+SEPARATOR = "-" * 15
 
 
 def pick_device(setting: str) -> torch.device:
@@ -26,27 +34,52 @@ def pick_device(setting: str) -> torch.device:
     raise ValueError(f"device={setting} is not a device this command runs on: use device=auto, cpu, cuda or cuda:N")
 
 
-def run(cfg: DictConfig) -> str:
+def check_num_samples(num_samples: object) -> None:
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
+        raise ValueError(f"num_samples must be an integer >= 1, got {num_samples!r}")
+
+
+def run(cfg: DictConfig) -> list[str]:
     check_sampling_args(cfg.max_new_tokens, cfg.temperature, cfg.top_k, cfg.top_p)  # before loading anything
+    check_num_samples(cfg.num_samples)
     path = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir)
     trained = load_trained(path)
-    trained.model.to(pick_device(cfg.device))
+    device = pick_device(cfg.device)
+    trained.model.to(device)
     prompt = cfg.prompt.replace("\\n", "\n")  # a typed \n means a new line
-    trained.tokenizer.encode(prompt)  # refuse unknown characters before printing anything
+    prompt_ids = trained.tokenizer.encode(prompt).to(device)  # refuses unknown characters before printing
     print(f"checkpoint: {path} (step {trained.global_step})", file=sys.stderr)
-    text = sample_text(
+
+    vocab, out = trained.tokenizer.vocab, sys.stdout
+    new_ids: list[list[int]] = []  # per step, the ids of every sample
+    out.write(prompt)
+    out.flush()
+    tokens = stream(
         trained.model,
-        trained.tokenizer,
-        prompt,
+        prompt_ids.expand(cfg.num_samples, -1),  # (num_samples, T): one batch
         cfg.max_new_tokens,
         cfg.temperature,
         cfg.top_k,
         cfg.top_p,
         cfg.greedy,
-        cfg.seed,
+        generator=sample_generators(cfg.seed, cfg.num_samples, device),
     )
-    print(text)
-    return text
+    try:
+        for ids in tokens:
+            new_ids.append(ids.tolist())
+            out.write(vocab[new_ids[-1][0]])  # the first sample, as it is drawn
+            out.flush()
+    except KeyboardInterrupt:
+        out.write("\n")
+        sys.exit(130)
+    texts = [prompt + "".join(vocab[step[i]] for step in new_ids) for i in range(cfg.num_samples)]
+    out.write("\n")
+    if cfg.num_samples > 1:
+        print(SEPARATOR)
+        for text in texts[1:]:
+            print(text)
+            print(SEPARATOR)
+    return texts
 
 
 def main() -> None:

@@ -5,7 +5,15 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from src.model.sampling import check_sampling_args, generate, next_token_distribution, sample_from
+from src.model.sampling import (
+    check_sampling_args,
+    fastest_thread_count,
+    generate,
+    next_token_distribution,
+    sample_from,
+    sample_generators,
+    stream,
+)
 from tests.helpers import VOCAB, tiny_model
 
 
@@ -95,3 +103,46 @@ def test_sampling_draws_each_token_with_its_probability():
     freq = torch.bincount(draws, minlength=5) / len(draws)
     assert torch.allclose(freq, probs, atol=0.01)  # ~4 standard errors at 40k draws
     assert freq[4] == 0  # impossible tokens never come out
+
+
+def test_a_model_trained_on_the_plain_path_samples_the_same_ids_on_the_fused_kernels():
+    model = tiny_model("gpt", fused=False)
+    prompt = torch.tensor([[1, 2, 3]])
+    n = 3 * model.context_window
+    fast, reference = (
+        generate(model, prompt, n, temperature=1.0, use_cache=c, generator=torch.Generator().manual_seed(3))
+        for c in (True, False)
+    )
+    assert torch.equal(fast, reference)
+    assert not any(getattr(m, "fused", False) for m in model.modules())  # the switch is undone
+
+
+def test_each_sample_of_a_batch_is_what_its_seed_gives_alone(kind):
+    model = tiny_model(kind)
+    prompt = torch.tensor([4, 1, 7])
+    n = 2 * model.context_window
+    batch = generate(model, prompt.expand(3, -1), n, temperature=1.0, generator=sample_generators(5, 3, "cpu"))
+    for i in range(3):
+        alone = generate(model, prompt, n, temperature=1.0, generator=sample_generators(5 + i, 1, "cpu"))
+        assert torch.equal(batch[i], alone)
+    assert not torch.equal(batch[0], batch[1])
+
+
+def test_stream_yields_each_token_as_it_is_drawn_and_cleans_up_when_stopped():
+    model = tiny_model("gpt").train()
+    threads = torch.get_num_threads()
+    full = generate(model, torch.tensor([2, 3]), 30, greedy=True)
+    tokens = stream(model, torch.tensor([[2, 3]]), 30, greedy=True)
+    first = [next(tokens) for _ in range(20)]  # 20 tokens in: past the window of 12
+    assert torch.equal(torch.cat(first), full[2:22])
+    tokens.close()  # the caller stops early
+    assert model.training and torch.get_num_threads() == threads and torch.is_grad_enabled()
+
+
+def test_the_thread_probe_picks_one_of_the_two():
+    threads = torch.get_num_threads()
+    try:
+        assert fastest_thread_count(lambda: torch.randn(64, 64) @ torch.randn(64, 64), 2) in (1, 2)
+        assert fastest_thread_count(lambda: None, 1) == 1
+    finally:
+        torch.set_num_threads(threads)

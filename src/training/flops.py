@@ -1,0 +1,145 @@
+"""FLOPs of a training step and MFU, the model FLOPs utilisation that nanoGPT prints.
+
+A matmul of (m, k) by (k, n) costs 2mkn FLOPs. Per token, every entry of a weight matrix does
+one multiply-add in the forward pass (2 FLOPs) and two in the backward pass (the gradients of
+the input and of the weight, 4 FLOPs): 6N for the N weights that multiply activations. Each
+attention layer of width d adds Q K^T and weights V over T keys: 2 * 2 * T * d per token
+forward, 12 * T * d with the backward. Lookups (the embedding rows, learned positions), layer
+norms, softmax and GELU are not matmuls and are left out, as in nanoGPT's estimate_mfu (after
+the PaLM paper, appendix B):
+
+    FLOPs per token (forward + backward) = 6 N + 12 * sum over attention layers of d * T
+    MFU = FLOPs per token * tokens per second / the device's peak FLOP/s
+
+The peak comes from Lightning's table for common GPUs, from `peak_flops` when given, and on
+a CPU from timing a large matmul (the FLOP/s this CPU's BLAS reaches, not a datasheet figure).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import lightning as L
+import torch
+from torch import nn
+
+from src.model.attention import MultiHeadAttention, SingleHeadSelfAttention
+from src.model.embedding import TokenAndPositionEmbedding
+from src.training.callbacks import is_logging_step
+
+log = logging.getLogger(__name__)
+
+
+def matmul_weights(model: nn.Module) -> int:
+    """N: the entries of the weight matrices that multiply activations, the W_... of the notes.
+
+    Embedding tables are looked up, not multiplied, so they are left out, except the token
+    table E when it is also the LM head (tied weights: logits = H E^T). Biases and layer-norm
+    gains are added, not multiplied.
+    """
+    n = sum(p.numel() for name, p in model.named_parameters() if name.rsplit(".", 1)[-1].startswith("W_"))
+    if getattr(model.cfg, "tie_weights", False):
+        n += sum(m.E.numel() for m in model.modules() if isinstance(m, TokenAndPositionEmbedding))
+    return n
+
+
+def attention_width(model: nn.Module) -> int:
+    """The sum over attention layers of the width of Q, K and V (L * d for a GPT)."""
+    return sum(m.W_Q.shape[1] for m in model.modules() if isinstance(m, (MultiHeadAttention, SingleHeadSelfAttention)))
+
+
+def training_flops_per_token(model: nn.Module, T: int) -> int:
+    """Forward + backward FLOPs per token of a (B, T) training batch: 6N + 12 * L * d * T."""
+    return 6 * matmul_weights(model) + 12 * attention_width(model) * T
+
+
+def compute_dtype(precision: str) -> torch.dtype:
+    """The dtype matmuls run in under a Lightning precision setting ("32-true", "bf16-mixed", ...)."""
+    precision = str(precision)
+    if precision.startswith("bf16"):
+        return torch.bfloat16
+    if precision.startswith("16"):
+        return torch.float16
+    if precision.startswith("64"):
+        return torch.float64
+    return torch.float32
+
+
+def measure_matmul_flops(dtype: torch.dtype = torch.float32, n: int = 1024, seconds: float = 0.1) -> float:
+    """The best FLOP/s of an (n, n) @ (n, n) matmul on this CPU over ~`seconds` (after a warm-up)."""
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    a @ b  # warm-up: threads, caches
+    best, deadline = float("inf"), time.perf_counter() + seconds
+    while time.perf_counter() < deadline or best == float("inf"):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best
+
+
+def peak_flops(device: torch.device, precision: str, configured: float | None = None) -> tuple[float | None, str]:
+    """(peak FLOP/s of one device, where the number comes from); (None, why) when it is unknown."""
+    if configured is not None:
+        return float(configured), "configured"
+    dtype = compute_dtype(precision)
+    if device.type == "cpu":
+        return measure_matmul_flops(dtype), "measured matmul"
+    from lightning.fabric.utilities.throughput import get_available_flops
+
+    flops = get_available_flops(device, dtype)
+    if flops is None:
+        return None, f"unknown for this {device.type} device: set callbacks.mfu.peak_flops"
+    return float(flops), "datasheet"
+
+
+class MFU(L.Callback):
+    """Logs `train/flops_per_sec` (per device) and `train/mfu` (a fraction of the peak) at log steps.
+
+    Timed over the training steps between two log points, validation left out, from the wall
+    clock only: no device syncs. `peak_flops` (FLOP/s of one device) overrides the table or the
+    CPU measurement.
+    """
+
+    def __init__(self, peak_flops: float | None = None) -> None:
+        if peak_flops is not None and (isinstance(peak_flops, bool) or not peak_flops > 0):
+            raise ValueError(f"callbacks.mfu.peak_flops must be a positive FLOP/s figure or null, got {peak_flops!r}")
+        self.configured = peak_flops
+        self.peak: float | None = None
+        self.flops_per_token: int | None = None
+        self.last: float | None = None  # end of the previous training step; None after a pause
+        self.seconds, self.flops = 0.0, 0
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.peak, source = peak_flops(trainer.strategy.root_device, trainer.precision, self.configured)
+        if trainer.is_global_zero:
+            shown = f"{self.peak / 1e12:.3g} TFLOP/s" if self.peak is not None else "-"
+            log.info(f"MFU peak per device: {shown} ({source})")
+
+    def on_train_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        if self.last is None:
+            self.last = time.perf_counter()
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.last = None  # validation is not training
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        now = time.perf_counter()
+        x = batch[0]  # (B, T)
+        if self.flops_per_token is None:
+            self.flops_per_token = training_flops_per_token(pl_module.model, x.shape[1])
+        if self.last is not None:
+            self.seconds += now - self.last
+            self.flops += x.numel() * self.flops_per_token
+        self.last = now
+        if is_logging_step(trainer) and self.seconds > 0:
+            achieved = self.flops / self.seconds
+            pl_module.log("train/flops_per_sec", achieved)
+            if self.peak is not None:
+                pl_module.log("train/mfu", achieved / self.peak, prog_bar=True)
+            self.seconds, self.flops = 0.0, 0
