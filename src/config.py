@@ -148,6 +148,7 @@ class EvaluateSchema:
     ckpt_path: str | None = None
     data_path: str | None = None
     batch_size: int = 256
+    val_tokens: int | None = None
     device: str = "auto"
     paths: Any = None
 
