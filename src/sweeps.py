@@ -220,14 +220,22 @@ def sweep_defaults(cfg: DictConfig) -> DictConfig:
 
 
 def run_job(cfg: DictConfig, train: Callable[[DictConfig], float]) -> float | None:
-    """One sweep job: skip it if it already finished, contain its failure if it fails."""
+    """One sweep job: skip it if it already finished, resume it if it was interrupted, contain its failure."""
     output_dir = Path(HydraConfig.get().runtime.output_dir)
     done = read_result(output_dir)
-    if done and done.get("status") == "ok" and done.get("overrides") == job_overrides() and not cfg.overwrite:
+    same_job = done is not None and done.get("overrides") == job_overrides() and not cfg.overwrite
+    if same_job and done.get("status") == "ok":
         log.info(
             f"{output_dir} already finished (best val loss {done['best_val_loss']:.4f}): kept; overwrite=true reruns it"
         )
         return done["best_val_loss"]
+    last = output_dir / "checkpoints" / "last.ckpt"
+    if same_job and done.get("status") == "running" and last.is_file() and cfg.ckpt_path is None:
+        log.info(f"{output_dir} was interrupted: resuming it from {last}")
+        cfg = copy.deepcopy(cfg)
+        with open_dict(cfg):
+            cfg.ckpt_path = str(last)
+    write_result(output_dir, {"status": "running"})  # what a rerun finds if this job is interrupted
     try:
         configure_job_resources(cfg)
         return train(sweep_defaults(cfg))

@@ -2,13 +2,17 @@
 
 import json
 import os
+import signal
 import struct
+import subprocess
+import sys
 
 import pytest
+import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from src.cli import compose
-from tests.helpers import run_cli, tiny_training
+from tests.helpers import ROOT, run_cli, tiny_training
 
 FAST = ["model.num_layers=1", "trainer.max_steps=10", "trainer.val_check_interval=10", "sample.max_new_tokens=0"]
 
@@ -126,3 +130,31 @@ def test_the_slurm_launcher_follows_the_trainer():
     assert launcher._target_.endswith("SlurmLauncher")
     assert (launcher.nodes, launcher.tasks_per_node, launcher.gpus_per_node) == (2, 4, 4)
     assert compose("train", ["trainer=ddp"]).trainer.strategy == "ddp"
+
+
+def test_rerunning_an_interrupted_sweep_resumes_its_interrupted_job(tmp_path):
+    sweep = tmp_path / "sweep"
+    args = [
+        "-m",
+        *tiny_training(tmp_path, "model.num_layers=1", "trainer.max_steps=40", "trainer.val_check_interval=4"),
+        f"hydra.sweep.dir={sweep}",
+        "sweep.media=false",
+        "model.num_heads=2",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "src.train", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    for line in proc.stdout:
+        if "val loss" in line:  # a validation is done, so last.ckpt exists
+            proc.send_signal(signal.SIGINT)
+            break
+    proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    stopped = torch.load(sweep / "0" / "checkpoints" / "last.ckpt", weights_only=False)["global_step"]
+    assert json.loads((sweep / "0" / "result.json").read_text())["status"] == "running"
+
+    again = run_cli("train", *args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "was interrupted: resuming it from" in again.stdout + again.stderr
+    result = json.loads((sweep / "0" / "result.json").read_text())
+    assert result["status"] == "ok" and result["steps"] == 40 and stopped < 40
