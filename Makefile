@@ -11,13 +11,20 @@ TORCH ?= torch==2.13.0
 CORPUS := data/tinyshakespeare/input.txt
 SHARED_CORPUS := ../shared/data/tinyshakespeare/input.txt
 
-.PHONY: train test lint corpus clean-outputs
+.PHONY: train test test-fast lint lock corpus clean-outputs
 
-$(BIN)/.installed: pyproject.toml
+# torch through pip (the CPU build lies in pip's find-links here), everything else through uv at
+# the versions of constraints.txt: the versions the tests passed with, installed in parallel.
+$(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet "$(TORCH)" uv
+	$(BIN)/uv pip install --python $(BIN)/python --quiet --constraint constraints.txt -e ".[dev]"
 	touch $@
+
+# After changing the dependencies in pyproject.toml: pin what is installed now (torch excepted,
+# which TORCH chooses per machine).
+lock: $(BIN)/.installed
+	$(BIN)/uv pip freeze --python $(BIN)/python --exclude-editable | grep -v '^torch==' > constraints.txt
 
 # The code downloads Tiny Shakespeare on first use; where a shared copy sits beside the
 # project (this workplace, CI), it seeds the cache instead.
@@ -35,6 +42,10 @@ lint: $(BIN)/.installed
 
 test: $(BIN)/.installed corpus lint
 	$(BIN)/python -m pytest $(ARGS)
+
+# The edit loop: everything but the slow end-to-end tests (README, "Tests").
+test-fast: $(BIN)/.installed corpus
+	$(BIN)/python -m pytest -m "not slow" $(ARGS)
 
 clean-outputs:
 	rm -rf outputs/20* outputs/multirun

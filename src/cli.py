@@ -104,7 +104,7 @@ def explain(err: HydraException, config_name: str, overrides: list[str]) -> str:
     if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and cause.full_key:
         return unknown_key(str(cause.full_key), config_name, overrides)
     if isinstance(cause, OmegaConfBaseException) and cause.full_key:
-        return f"{cause.full_key}: {cause.msg}"
+        return f"{cause.full_key}: {str(cause.msg).splitlines()[0]}"  # without OmegaConf's detail lines
     return one_line(err)
 
 

@@ -121,6 +121,8 @@ def resolve_prompt(key: str, prompt: str | None, tokenizer: CharTokenizer, defau
     """A prompt as typed (`\\n` is a new line), or `default` if null; every character must be known."""
     if prompt is None:
         return default
+    if not isinstance(prompt, str):
+        raise ConfigError(f"{key} must be text, got {prompt!r}: quote it, e.g. {key}=\"'{prompt}'\"")
     prompt = prompt.replace("\\n", "\n")
     if not prompt:
         raise ConfigError(f"{key} is empty: give at least one character, or {key}=null for the text's opening")

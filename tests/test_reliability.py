@@ -55,17 +55,13 @@ def test_every_run_ends_with_a_validation_and_last_ckpt_at_its_newest_step(tmp_p
     assert (run / "checkpoints" / "best.ckpt").is_file()
 
 
-def test_last_ckpt_moves_on_when_the_val_loss_stops_improving(tmp_path):
-    """A tiny text at a high rate overfits: the best step is early, last.ckpt still ends at the end."""
-    text = tmp_path / "small.txt"
-    text.write_text(shakespeare_file().read_text()[:3000])
+def test_last_ckpt_moves_on_when_the_val_loss_plateaus(tmp_path):
+    """A rate too small to change anything: every validation ties the first, which stays the best."""
     run = tmp_path / "run"
-    overrides = ["trainer.max_steps=60", "trainer.val_check_interval=10", "optimizer.lr=3e-2", *NO_MEDIA]
-    train_in_process(run, *overrides, "data.val_fraction=0.1", data=text)
-    best = read_checkpoint(run / "checkpoints" / "best.ckpt")["global_step"]
-    val = dict(scalars(run)["val/loss"])
-    assert best == min(val, key=val.get) < 60  # the setup overfits: its best is not its last
-    assert last_step(run) == 60
+    overrides = ["optimizer=sgd", "optimizer.lr=1e-30", "trainer.max_steps=30", "trainer.val_check_interval=10"]
+    train_in_process(run, *overrides, *NO_MEDIA)
+    assert read_checkpoint(run / "checkpoints" / "best.ckpt")["global_step"] == 10
+    assert last_step(run) == 30  # Lightning's own last.ckpt stayed at 10 here
 
 
 class LastCkptProbe(L.Callback):
@@ -130,7 +126,7 @@ def test_another_text_trains_end_to_end_with_its_samples_and_attention_maps(tmp_
     [
         ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", r"only one distinct character \('a'\).*two different"),
         ("\n" * 500, r"only one distinct character \('\\n'\)"),
-        ("x", r"has only 1 characters.*longer text"),
+        ("xy", r"has only 2 characters.*longer text"),
     ],
 )
 def test_a_text_that_cannot_train_is_refused_with_the_fix(tmp_path, content, pattern):
@@ -148,7 +144,7 @@ def test_prompts_default_to_the_opening_of_the_text_and_unknown_characters_are_r
     assert plan.prompts["sample"] == "first citizen:"
     assert plan.prompts["attention_maps"] == text.read_text()[:32]
     for key in ("sample.prompt", "callbacks.sample_text.prompt", "callbacks.attention_maps.prompt"):
-        with pytest.raises(ConfigError, match=rf"{key} has 2 character\(s\) not in the vocabulary.*'R'.*{key}=null"):
+        with pytest.raises(ConfigError, match=rf"{key} has 4 character\(s\) not in the vocabulary.*'R'.*{key}=null"):
             preflight.plan(compose_training(tmp_path / "run", f"data.path={text}", f"{key}=ROMEO"))
 
 
@@ -258,7 +254,7 @@ def small_text(tmp_path_factory) -> Path:
     return path
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(key=st.sampled_from(NUMERIC_KEYS + STRING_KEYS), value=VALUES)
 def test_any_value_of_any_key_is_accepted_or_refused_in_one_line_naming_the_key(small_text, tmp_path, key, value):
     """Through the CLI's own path: compose, then the pre-check. What passes must build a run."""
