@@ -79,6 +79,7 @@ def test_train_refuses_bad_input_before_writing_anything(workspace, case, monkey
     assert files_under(workspace) == before  # no run directory, no log, no checkpoint
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["unknown key", "output not writable"])
 def test_the_real_command_refuses_the_same_way(workspace, case):
     overrides, pattern = TRAIN_CASES[case]
@@ -87,6 +88,7 @@ def test_the_real_command_refuses_the_same_way(workspace, case):
     assert files_under(workspace) == before
 
 
+@pytest.mark.slow
 def test_a_truncated_checkpoint_is_refused(trained, workspace):
     run_dir, _ = trained
     data = (run_dir / "checkpoints" / "last.ckpt").read_bytes()
@@ -96,14 +98,24 @@ def test_a_truncated_checkpoint_is_refused(trained, workspace):
         assert_refused(run_cli(command, *args), r"truncated or corrupt")
 
 
-def test_resuming_with_another_model_config_is_refused(trained, tmp_path):
+RESUME_CASES = {
+    "model.embedding_dim=64": r"was trained with model\.embedding_dim=32, but the config says 64",
+    "optimizer=sgd": r"was trained with optimizer=adamw, whose state it holds, but the config says optimizer=sgd",
+    "trainer.max_steps=40": r"has already trained 40 steps and trainer.max_steps=40: .*set trainer.max_steps above 40",
+}
+
+
+@pytest.mark.parametrize("override", RESUME_CASES)
+def test_a_resume_that_cannot_work_is_refused_and_writes_nothing_into_the_run(
+    trained, tmp_path, override, monkeypatch, capsys
+):
     run_dir, _ = trained
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
-    before = files_under(copy)
-    result = run_cli("train", f"ckpt_path={copy}", "model.embedding_dim=64")
-    assert_refused(result, r"was trained with model\.embedding_dim=32, but the config says 64")
-    assert files_under(copy) == before
+    before = {p: p.read_bytes() for p in files_under(copy) if p.is_file()}
+    result = run_in_process(monkeypatch, capsys, train_main, [f"ckpt_path={copy}", override])
+    assert_refused(result, RESUME_CASES[override])
+    assert {p: p.read_bytes() for p in files_under(copy) if p.is_file()} == before  # overrides.yaml too
 
 
 GENERATE_CASES = {
@@ -117,6 +129,7 @@ GENERATE_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", GENERATE_CASES)
 def test_generate_refuses_bad_arguments(trained, case):
     run_dir, _ = trained
@@ -124,6 +137,7 @@ def test_generate_refuses_bad_arguments(trained, case):
     assert_refused(run_cli("generate", f"ckpt_path={run_dir}", *overrides), pattern)
 
 
+@pytest.mark.slow
 def test_generate_without_any_checkpoint_says_how_to_get_one(tmp_path):
     result = run_cli("generate", f"paths.log_dir={tmp_path}")
     assert_refused(result, r"no checkpoint under .*python -m src\.train")

@@ -14,6 +14,8 @@ from src.training.checkpoint import find_checkpoint, load_trained, read_checkpoi
 from src.training.checkpoint_io import atomic_torch_save
 from tests.helpers import ROOT, run_cli, scalars, tiny_training
 
+pytestmark = pytest.mark.slow  # the commands as processes, end to end (make test-fast skips them)
+
 STEPS = 60
 
 

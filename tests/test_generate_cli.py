@@ -1,6 +1,10 @@
 """`python -m src.generate num_samples=N`: one batch, printed as nanoGPT prints samples."""
 
+import pytest
+
 from tests.helpers import run_cli
+
+pytestmark = pytest.mark.slow  # the commands as processes, end to end (make test-fast skips them)
 
 PROMPT = "To be"
 

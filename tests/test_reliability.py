@@ -299,6 +299,7 @@ def signal_at(run: Path, step: int, signal_name: str, times: int = 1) -> subproc
     return run_cli("train", *overrides)
 
 
+@pytest.mark.slow
 def test_sigterm_during_the_final_validation_saves_the_last_step_and_exits_143(tmp_path):
     run = tmp_path / "run"
     result = signal_at(run, 8, "SIGTERM")
@@ -311,6 +312,7 @@ def test_sigterm_during_the_final_validation_saves_the_last_step_and_exits_143(t
     assert last_step(run) == 8
 
 
+@pytest.mark.slow
 def test_two_sigints_during_a_validation_stop_at_once_with_one_line(tmp_path):
     run = tmp_path / "run"
     result = signal_at(run, 8, "SIGINT", times=2)
@@ -320,6 +322,7 @@ def test_two_sigints_during_a_validation_stop_at_once_with_one_line(tmp_path):
     assert last_step(run) == 4  # the checkpoint of the validation before is intact
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_the_libraries_load_is_one_line(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "src.train", f"paths.log_dir={tmp_path}"],

@@ -14,6 +14,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from src.cli import compose
 from tests.helpers import ROOT, run_cli, tiny_training
 
+pytestmark = pytest.mark.slow  # the commands as processes, end to end (make test-fast skips them)
+
 FAST = ["model.num_layers=1", "trainer.max_steps=10", "trainer.val_check_interval=10", "sample.max_new_tokens=0"]
 
 

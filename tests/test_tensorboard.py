@@ -2,12 +2,15 @@
 
 import struct
 
+import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import plugin_data_pb2
 from tensorboard.util import tensor_util
 
 from src.plots import CELL, DPI, TITLE
 from tests.helpers import run_cli, tiny_training
+
+pytestmark = pytest.mark.slow  # the commands as processes, end to end (make test-fast skips them)
 
 VALIDATIONS = [20, 40]  # the tiny run validates every 20 of its 40 steps
 LAYERS, HEADS = 2, 2

@@ -4,6 +4,8 @@ import pytest
 
 from tests.helpers import run_cli, scalars
 
+pytestmark = pytest.mark.slow  # the commands as processes, end to end (make test-fast skips them)
+
 
 def test_training_leaves_checkpoints_events_config_and_a_sample(trained):
     run_dir, output = trained
