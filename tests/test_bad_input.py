@@ -105,6 +105,7 @@ RESUME_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override", RESUME_CASES)
 def test_a_resume_that_cannot_work_is_refused_and_writes_nothing_into_the_run(
     trained, tmp_path, override, monkeypatch, capsys
