@@ -15,7 +15,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from src.data.corpus import resolve_corpus
 from src.data.datamodule import require_two_characters
 from src.data.token_cache import open_corpus
 from src.data.tokenizer import CharTokenizer
+from src.model.factory import MODELS
 from src.training.checkpoint import find_checkpoint, read_checkpoint
 
 PROMPTED_CALLBACKS = ("sample_text", "attention_maps")
@@ -88,10 +89,14 @@ def check_resume(checkpoint: dict[str, Any], path: Path, cfg: DictConfig, corpus
     """A checkpoint can continue only as the model and optimizer it saved; returns its tokenizer."""
     saved = checkpoint["hyper_parameters"]
     requested = OmegaConf.to_container(cfg.model, resolve=True)
-    for key in sorted(set(saved["model"]) | set(requested)):
-        if key != "fused" and saved["model"].get(key) != requested.get(key):
+    # A checkpoint from before an option existed was trained as that option's default.
+    config_class = MODELS[saved["model"].get("kind", "gpt")][1]
+    defaults = {f.name: f.default for f in fields(config_class) if f.default is not MISSING}
+    trained = {**defaults, **saved["model"]}
+    for key in sorted(set(trained) | set(requested)):
+        if key not in ("fused", "vocab_size") and trained.get(key) != requested.get(key):
             raise ConfigError(
-                f"{path} was trained with model.{key}={saved['model'].get(key)}, but the config says "
+                f"{path} was trained with model.{key}={trained.get(key)}, but the config says "
                 f"{requested.get(key)}: resume with the run's own model options, or start a new run without ckpt_path"
             )
     name = saved.get("optimizer", {}).get("name")
