@@ -57,7 +57,10 @@ def tensorboard_hparams(cfg: DictConfig, num_parameters: int) -> dict[str, Any]:
     return {
         "model": OmegaConf.to_container(cfg.model, resolve=True),
         "optimizer": {k: opt[k] for k in ("name", "lr", "weight_decay", "warmup_steps", "min_lr")},
-        "data": {"batch_size": cfg.data.batch_size, "path": str(cfg.data.path)},
+        "data": {
+            k: str(cfg.data[k]) if k == "path" else cfg.data[k]
+            for k in ("batch_size", "path", "val_tokens", "sampling")
+        },
         "trainer": {"max_steps": cfg.trainer.max_steps, "precision": str(cfg.trainer.precision)},
         "seed": cfg.seed,
         "parameters": num_parameters,
