@@ -378,3 +378,21 @@ def test_leftover_partial_files_of_dead_writers_are_removed(tmp_path):
     alive.write_bytes(b"x")
     remove_leftovers(tmp_path)
     assert not dead.exists() and alive.exists()
+
+
+# ---------------------------------------------------------------------------- the debug presets
+
+
+def test_debug_presets_run_as_documented(tmp_path):
+    smoke = tmp_path / "smoke"
+    assert math.isfinite(train_in_process(smoke, "debug=fast_dev_run", "sample.max_new_tokens=5"))
+    assert not (smoke / "checkpoints").exists()  # one step and one validation batch, nothing saved
+
+    overfit = tmp_path / "overfit"
+    train_in_process(overfit, "debug=overfit", "trainer.max_steps=60", "trainer.check_val_every_n_epoch=30")
+    losses = [v for _, v in scalars(overfit)["train/loss"]]
+    assert losses[-1] < 0.5 * losses[0]  # one batch, learnt by heart
+
+    profiled = tmp_path / "profiled"
+    train_in_process(profiled, "debug=profiler", "trainer.max_steps=5", "trainer.val_check_interval=5", *NO_MEDIA)
+    assert "run_training_batch" in (profiled / "fit-profile.txt").read_text()
