@@ -193,11 +193,12 @@ def plan(cfg: DictConfig) -> Plan:
     """Check a composed train config against everything it will meet; raise ConfigError naming the fix."""
     check_values(cfg)
     check_accelerator(cfg.trainer)
-    corpus = describe_corpus(cfg.data)
-    resume, tokenizer = None, CharTokenizer(corpus.vocab)
-    if cfg.ckpt_path is not None:
+    resume, checkpoint = None, None
+    if cfg.ckpt_path is not None:  # before the text: a missing or broken checkpoint is the first thing to say
         resume = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir, prefer="last")
-        tokenizer = check_resume(read_checkpoint(resume), resume, cfg, corpus)
+        checkpoint = read_checkpoint(resume)
+    corpus = describe_corpus(cfg.data)
+    tokenizer = CharTokenizer(corpus.vocab) if checkpoint is None else check_resume(checkpoint, resume, cfg, corpus)
     check_windows_fit(cfg, corpus)
     check_memory(cfg, tokenizer.vocab_size)
     return Plan(tokenizer, resume, resolve_prompts(cfg, tokenizer, corpus), corpus)

@@ -389,7 +389,13 @@ def test_debug_presets_run_as_documented(tmp_path):
     assert not (smoke / "checkpoints").exists()  # one step and one validation batch, nothing saved
 
     overfit = tmp_path / "overfit"
-    train_in_process(overfit, "debug=overfit", "trainer.max_steps=60", "trainer.check_val_every_n_epoch=30")
+    train_in_process(
+        overfit,
+        "debug=overfit",
+        "trainer.max_steps=60",
+        "trainer.val_check_interval=null",
+        "trainer.check_val_every_n_epoch=30",
+    )
     losses = [v for _, v in scalars(overfit)["train/loss"]]
     assert losses[-1] < 0.5 * losses[0]  # one batch, learnt by heart
 
