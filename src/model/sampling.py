@@ -122,7 +122,9 @@ def stream(
     """prompt_ids (B, T) -> yields the ids (B,) of each new token, as soon as it is drawn.
 
     `use_cache=False` is the notes' loop, kept as the reference; the default computes the same
-    tokens faster (see the module docstring).
+    tokens faster (see the module docstring). While the stream is open the model is in eval
+    mode (and on the fused kernels, and torch on the CPU thread count the probe chose); closing
+    or finishing it restores all three.
     """
     check_sampling_args(max_new_tokens, temperature, top_k, top_p)
     if prompt_ids.numel() == 0:
