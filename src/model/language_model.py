@@ -21,15 +21,15 @@ class CausalLanguageModel(nn.Module):
 
     cfg: Any
     num_layers: int
-    _compiled_forward: Any = None  # set by compile(): the full-window forward, compiled
+    _compiled_forward: Any = None  # set by compile(): the training forward, compiled
 
     def compile(self, **options: Any) -> None:
-        """torch.compile the forward pass over full windows (training and validation batches).
+        """torch.compile the training forward pass (replaces nn.Module.compile).
 
-        Replaces nn.Module.compile: calls with a KV cache or a shorter prompt (sampling) and
-        attention maps stay eager, so they never trigger a recompile mid-run. fullgraph=True:
-        a graph break is an error here, never a silent fall back to eager. The parameters are
-        untouched, so checkpoints keep their plain names.
+        Only calls that build a graph for backward use it: one compiled graph for the whole run.
+        Validation, sampling and attention maps run eagerly (under no_grad), so they never
+        trigger a recompile mid-run. fullgraph=True: a graph break is an error here, never a
+        silent fall back to eager. The parameters are untouched: checkpoints keep plain names.
         """
         self._compiled_forward = torch.compile(self._forward, fullgraph=True, dynamic=False, **options)
 
@@ -71,9 +71,8 @@ class CausalLanguageModel(nn.Module):
         self, idx: Tensor, targets: Tensor | None = None, cache: KVCache | None = None
     ) -> tuple[Tensor, Tensor | None]:
         """idx, targets: (B, T) -> logits (B, T, vocab_size), mean cross-entropy or None."""
-        if self._compiled_forward is not None and cache is None and idx.shape[1] == self.context_window:
-            # Fresh strides: a window sliced from a longer row (sampling) would otherwise recompile.
-            return self._compiled_forward(idx.clone(memory_format=torch.contiguous_format), targets)
+        if self._compiled_forward is not None and cache is None and torch.is_grad_enabled():
+            return self._compiled_forward(idx, targets)
         return self._forward(idx, targets, cache)
 
     def _forward(
