@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import lightning as L
 import torch
@@ -89,13 +88,6 @@ class ShakespeareDataModule(L.LightningDataModule):
         if self.trainer is None:
             return 0
         return self.trainer.fit_loop.epoch_loop.batch_progress.total.processed
-
-    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
-        """To a GPU through pinned memory without waiting: a copy from pageable memory waits for
-        every queued kernel, so the CPU could not prepare the next step while the GPU runs this one."""
-        if device.type != "cuda":
-            return super().transfer_batch_to_device(batch, device, dataloader_idx)
-        return tuple(t.pin_memory().to(device, non_blocking=True) for t in batch)
 
     def train_dataloader(self) -> RandomWindowBatches:
         rank, _ = self._rank_and_world()
