@@ -140,3 +140,32 @@ def test_tiny_gpt_overfits_a_short_text_with_a_plain_loop():
         losses.append(loss.item())
     assert losses[0] > 2.5
     assert losses[-1] < 0.2 * losses[0]
+
+
+def test_compile_builds_one_training_graph_and_leaves_eval_and_sampling_eager():
+    """compile=true: training steps run the compiled graph (same numbers as eager); validation,
+    sampling and attention maps never recompile it or fall back mid-run."""
+    from torch._dynamo.utils import counters
+
+    from src.model.sampling import generate
+
+    torch._dynamo.reset()
+    counters.clear()
+    eager, compiled = tiny_model("gpt", fused=True, dropout=0.0), tiny_model("gpt", fused=True, dropout=0.0)
+    compiled.compile(backend="aot_eager")  # the same tracing as inductor, without code generation
+    T = compiled.context_window
+    x, y = torch.randint(0, VOCAB, (4, T)), torch.randint(0, VOCAB, (4, T))
+    for _ in range(2):
+        for model in (eager, compiled):
+            _, loss = model(x, y)
+            loss.backward()
+        torch.testing.assert_close(compiled(x, y)[1], eager(x, y)[1])
+    compiled.eval()
+    with torch.no_grad():
+        compiled(x[:3])  # a validation batch of another size
+    generate(compiled, x[0, :2], 2 * T)  # with the cache, then past the window without it
+    compiled.attention_maps(x[:1])
+    assert counters["stats"]["unique_graphs"] == 1
+    assert not counters["graph_break"]
+    for p, q in zip(eager.parameters(), compiled.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from src.model.kv_cache import KVCache
@@ -20,6 +21,17 @@ class CausalLanguageModel(nn.Module):
 
     cfg: Any
     num_layers: int
+    _compiled_forward: Any = None  # set by compile(): the training forward, compiled
+
+    def compile(self, **options: Any) -> None:
+        """torch.compile the training forward pass (replaces nn.Module.compile).
+
+        Only calls that build a graph for backward use it: one compiled graph for the whole run.
+        Validation, sampling and attention maps run eagerly (under no_grad), so they never
+        trigger a recompile mid-run. fullgraph=True: a graph break is an error here, never a
+        silent fall back to eager. The parameters are untouched: checkpoints keep plain names.
+        """
+        self._compiled_forward = torch.compile(self._forward, fullgraph=True, dynamic=False, **options)
 
     @property
     def context_window(self) -> int:
@@ -59,6 +71,13 @@ class CausalLanguageModel(nn.Module):
         self, idx: Tensor, targets: Tensor | None = None, cache: KVCache | None = None
     ) -> tuple[Tensor, Tensor | None]:
         """idx, targets: (B, T) -> logits (B, T, vocab_size), mean cross-entropy or None."""
+        if self._compiled_forward is not None and cache is None and torch.is_grad_enabled():
+            return self._compiled_forward(idx, targets)
+        return self._forward(idx, targets, cache)
+
+    def _forward(
+        self, idx: Tensor, targets: Tensor | None = None, cache: KVCache | None = None
+    ) -> tuple[Tensor, Tensor | None]:
         H, _ = self.hidden_states(idx, cache)
         logits = self.logits(H)
         if targets is None:
