@@ -341,7 +341,7 @@ def attention(args: argparse.Namespace) -> dict:
 def logging_overhead(args: argparse.Namespace, workdir: Path) -> dict:
     quiet = [
         "trainer.log_every_n_steps=1000000",
-        "callbacks.tokens_per_sec=null",
+        "callbacks.throughput=null",
         "callbacks.sample_text=null",
         "callbacks.attention_maps=null",
         "callbacks.validation_report=null",

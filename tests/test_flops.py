@@ -10,8 +10,8 @@ from lightning.fabric.utilities.throughput import measure_flops
 from torch.utils.data import DataLoader, TensorDataset
 
 from src.model.factory import build_model
-from src.training import flops
-from src.training.flops import MFU, compute_dtype, matmul_weights, peak_flops, training_flops_per_token
+from src.training import callbacks
+from src.training.flops import Throughput, compute_dtype, matmul_weights, peak_flops, training_flops_per_token
 from src.training.lit_gpt import LitGPT
 from tests.helpers import scalars
 
@@ -68,14 +68,14 @@ def test_peak_is_configured_or_measured_on_a_cpu():
 
 @pytest.mark.parametrize("bad", [0, -1.0, True])
 def test_a_bad_peak_is_refused_naming_the_key(bad):
-    with pytest.raises(ValueError, match=r"callbacks\.mfu\.peak_flops"):
-        MFU(peak_flops=bad)
+    with pytest.raises(ValueError, match=r"callbacks\.throughput\.peak_flops"):
+        Throughput(peak_flops=bad)
 
 
 @pytest.mark.filterwarnings("ignore:.*(val_dataloader|LeafSpec).*")
 def test_mfu_callback_logs_flops_per_sec_and_mfu_at_log_steps_only(tmp_path, monkeypatch):
     clock = iter(range(10_000))
-    monkeypatch.setattr(flops, "time", types.SimpleNamespace(perf_counter=lambda: 0.5 * next(clock)))
+    monkeypatch.setattr(callbacks, "time", types.SimpleNamespace(perf_counter=lambda: 0.5 * next(clock)))
     B, T, vocab = 4, 8, 11
     lit = LitGPT(
         model=dict(kind="gpt", context_window=T, embedding_dim=16, num_heads=2, num_layers=1),
@@ -87,7 +87,7 @@ def test_mfu_callback_logs_flops_per_sec_and_mfu_at_log_steps_only(tmp_path, mon
     trainer = L.Trainer(
         max_steps=12,
         log_every_n_steps=3,
-        callbacks=[MFU(peak_flops=1e6)],
+        callbacks=[Throughput(peak_flops=1e6)],
         logger=L.pytorch.loggers.CSVLogger(tmp_path, name="run", version=""),
         enable_progress_bar=False,
         enable_checkpointing=False,
@@ -104,6 +104,7 @@ def test_mfu_callback_logs_flops_per_sec_and_mfu_at_log_steps_only(tmp_path, mon
         assert logged["train/mfu"][step] == pytest.approx(achieved / 1e6)
 
 
+@pytest.mark.slow
 def test_a_training_run_logs_mfu_to_tensorboard_at_its_log_steps(trained):
     run_dir, output = trained
     s = scalars(run_dir)

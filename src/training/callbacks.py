@@ -65,20 +65,25 @@ class TokensPerSecond(L.Callback):
             self.total_tokens += tokens
         self.last = now
         if was_logging_step(trainer) and self.window_seconds > 0:
-            pl_module.log("train/tokens_per_sec", self.window_tokens / self.window_seconds, prog_bar=True)
+            self.report(trainer, pl_module, self.window_tokens / self.window_seconds)
             self.window_seconds, self.window_tokens = 0.0, 0
+
+    def report(self, trainer: L.Trainer, pl_module: L.LightningModule, tokens_per_second: float) -> None:
+        pl_module.log("train/tokens_per_sec", tokens_per_second, prog_bar=True)
 
 
 class ProgressBar(TQDMProgressBar):
     """Lightning's bar showing just the loss and tokens/s (no version number)."""
 
-    SHORT_NAMES = {"train/loss": "loss", "train/tokens_per_sec": "tokens/s"}
+    SHORT_NAMES = {"train/loss": "loss", "train/tokens_per_sec": "tokens/s", "train/mfu": "mfu"}
 
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
         metrics = super().get_metrics(trainer, pl_module)
         shown = {short: metrics[name] for name, short in self.SHORT_NAMES.items() if name in metrics}
         if "tokens/s" in shown:
             shown["tokens/s"] = f"{float(shown['tokens/s']):,.0f}"
+        if "mfu" in shown:
+            shown["mfu"] = f"{100 * float(shown['mfu']):.1f}%"
         return shown
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
 import lightning as L
 import torch
@@ -27,7 +26,7 @@ from torch import nn
 
 from src.model.attention import MultiHeadAttention, SingleHeadSelfAttention
 from src.model.embedding import TokenAndPositionEmbedding
-from src.training.callbacks import is_logging_step
+from src.training.callbacks import TokensPerSecond
 
 log = logging.getLogger(__name__)
 
@@ -90,26 +89,24 @@ def peak_flops(device: torch.device, precision: str, configured: float | None = 
 
     flops = get_available_flops(device, dtype)
     if flops is None:
-        return None, f"unknown for this {device.type} device: set callbacks.mfu.peak_flops"
+        return None, f"unknown for this {device.type} device: set callbacks.throughput.peak_flops"
     return float(flops), "datasheet"
 
 
-class MFU(L.Callback):
-    """Logs `train/flops_per_sec` (per device) and `train/mfu` (a fraction of the peak) at log steps.
-
-    Timed over the training steps between two log points, validation left out, from the wall
-    clock only: no device syncs. `peak_flops` (FLOP/s of one device) overrides the table or the
-    CPU measurement.
+class Throughput(TokensPerSecond):
+    """TokensPerSecond, plus `train/flops_per_sec` (per device) and `train/mfu` (a fraction of the
+    device's peak) over the same steps: FLOPs per token times tokens per second, no device syncs.
+    `peak_flops` (FLOP/s of one device) overrides Lightning's table or the CPU measurement.
     """
 
     def __init__(self, peak_flops: float | None = None) -> None:
         if peak_flops is not None and (isinstance(peak_flops, bool) or not peak_flops > 0):
-            raise ValueError(f"callbacks.mfu.peak_flops must be a positive FLOP/s figure or null, got {peak_flops!r}")
+            raise ValueError(
+                f"callbacks.throughput.peak_flops must be a positive FLOP/s figure or null, got {peak_flops!r}"
+            )
+        super().__init__()
         self.configured = peak_flops
         self.peak: float | None = None
-        self.flops_per_token: int | None = None
-        self.last: float | None = None  # end of the previous training step; None after a pause
-        self.seconds, self.flops = 0.0, 0
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.peak, source = peak_flops(trainer.strategy.root_device, trainer.precision, self.configured)
@@ -117,29 +114,10 @@ class MFU(L.Callback):
             shown = f"{self.peak / 1e12:.3g} TFLOP/s" if self.peak is not None else "-"
             log.info(f"MFU peak per device: {shown} ({source})")
 
-    def on_train_batch_start(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
-    ) -> None:
-        if self.last is None:
-            self.last = time.perf_counter()
-
-    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.last = None  # validation is not training
-
-    def on_train_batch_end(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
-        now = time.perf_counter()
-        x = batch[0]  # (B, T)
-        if self.flops_per_token is None:
-            self.flops_per_token = training_flops_per_token(pl_module.model, x.shape[1])
-        if self.last is not None:
-            self.seconds += now - self.last
-            self.flops += x.numel() * self.flops_per_token
-        self.last = now
-        if is_logging_step(trainer) and self.seconds > 0:
-            achieved = self.flops / self.seconds
-            pl_module.log("train/flops_per_sec", achieved)
-            if self.peak is not None:
-                pl_module.log("train/mfu", achieved / self.peak, prog_bar=True)
-            self.seconds, self.flops = 0.0, 0
+    def report(self, trainer: L.Trainer, pl_module: L.LightningModule, tokens_per_second: float) -> None:
+        super().report(trainer, pl_module, tokens_per_second)
+        per_token = training_flops_per_token(pl_module.model, pl_module.model.context_window)
+        achieved = tokens_per_second / trainer.world_size * per_token
+        pl_module.log("train/flops_per_sec", achieved)
+        if self.peak is not None:
+            pl_module.log("train/mfu", achieved / self.peak, prog_bar=True)
