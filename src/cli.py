@@ -124,16 +124,26 @@ def sweep_points(overrides: list[str]) -> list[list[str]]:
 Check = Callable[[DictConfig, list[str]], None]
 
 
-def check_command_line(config_name: str, argv: list[str], check: Check | None) -> None:
-    """Compose what argv asks for and run the command's check, exiting with one line if refused."""
+def check_command_line(
+    config_name: str, argv: list[str], check: Check | None, check_sweep: Callable[[DictConfig], None] | None = None
+) -> None:
+    """Compose what argv asks for and run the command's check, exiting with one line if refused.
+
+    A multirun composes every point (each bad one named) and runs check_sweep on it; the rest of a
+    point's values are its job's to check, so that a bad point fails alone.
+    """
     overrides = [a for a in argv if not a.startswith("-")]
     if any(a in ("-m", "--multirun") for a in argv):
         refused = []
         for number, point in enumerate(sweep_points(overrides)):
             try:
-                compose(config_name, point)
+                cfg = compose(config_name, point)
+                if check_sweep is not None:
+                    check_sweep(cfg)
             except HydraException as err:
                 refused.append(f"job {number} ({' '.join(point)}): {explain(err, config_name, point)}")
+            except USER_ERRORS as err:
+                refused.append(f"job {number} ({' '.join(point)}): {one_line(err)}")
         if refused:
             print("\n".join(f"error: {line}" for line in refused), file=sys.stderr)
             sys.exit(2)
@@ -146,10 +156,16 @@ def check_command_line(config_name: str, argv: list[str], check: Check | None) -
         check(cfg, argv)
 
 
-def command(config_name: str, task: Callable[[DictConfig], Any], check: Check | None = None) -> Any:
+def command(
+    config_name: str,
+    task: Callable[[DictConfig], Any],
+    check: Check | None = None,
+    check_sweep: Callable[[DictConfig], None] | None = None,
+) -> Any:
     """Run task(cfg) as a Hydra command reading conf/<config_name>.yaml, with one-line errors.
 
-    check(cfg, argv) may refuse a single run before Hydra creates its run directory.
+    check(cfg, argv) may refuse a single run, check_sweep(cfg) each point of a multirun, before
+    Hydra creates a run directory.
     """
     os.environ.setdefault("PROJECT_ROOT", str(PROJECT_ROOT))
     full_errors = os.environ.get("HYDRA_FULL_ERROR") == "1"
@@ -165,7 +181,7 @@ def command(config_name: str, task: Callable[[DictConfig], Any], check: Check | 
     argv = sys.argv[1:]
     try:
         if not full_errors and not any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
-            check_command_line(config_name, argv, check)  # not for --help, --cfg job, ...: nothing runs
+            check_command_line(config_name, argv, check, check_sweep)  # not for --help, --cfg job, ...: nothing runs
         register()
         return hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name=config_name)(guarded)()
     except USER_ERRORS as err:
