@@ -68,7 +68,8 @@ def compute_dtype(precision: str) -> torch.dtype:
 
 def measure_matmul_flops(dtype: torch.dtype = torch.float32, n: int = 1024, seconds: float = 0.1) -> float:
     """The best FLOP/s of an (n, n) @ (n, n) matmul on this CPU over ~`seconds` (after a warm-up)."""
-    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    own = torch.Generator().manual_seed(0)  # never the global generator: a resumed run replays its dropout
+    a, b = (torch.randn(n, n, generator=own).to(dtype) for _ in range(2))
     a @ b  # warm-up: threads, caches
     best, deadline = float("inf"), time.perf_counter() + seconds
     while time.perf_counter() < deadline or best == float("inf"):
