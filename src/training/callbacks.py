@@ -169,6 +169,7 @@ class GracefulInterrupt(L.Callback):
 
     def __init__(self) -> None:
         self.received: str | None = None
+        self.saved_to: Path | None = None
         self.previous: dict[int, Any] = {}
         self.trainer: L.Trainer | None = None
 
@@ -191,22 +192,31 @@ class GracefulInterrupt(L.Callback):
         if threading.current_thread() is threading.main_thread():
             self.previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
 
-    def stop_if_signalled(self, trainer: L.Trainer) -> None:
-        """Save a full, resumable last.ckpt and raise TrainingInterrupted, if a signal came."""
+    def last_path(self, trainer: L.Trainer) -> Path:
+        paths = [c.path for c in trainer.callbacks if isinstance(c, LastCheckpoint)]
+        return paths[0] if paths else Path(trainer.default_root_dir) / "checkpoints" / "last.ckpt"
+
+    def signalled(self, trainer: L.Trainer) -> bool:
         # Every rank must stop at the same step, whichever of them got the signal.
-        if not trainer.strategy.reduce_boolean_decision(self.received is not None, all=False):
-            return
-        saved_to = Path(trainer.default_root_dir) / "checkpoints" / "last.ckpt"
-        for callback in trainer.callbacks:
-            if isinstance(callback, LastCheckpoint):
-                saved_to = callback.path
-        trainer.save_checkpoint(saved_to, weights_only=False)
-        raise TrainingInterrupted(self.received or "SIGTERM", trainer.global_step, saved_to)
+        return trainer.strategy.reduce_boolean_decision(self.received is not None, all=False)
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if self.saved_to is None and self.signalled(trainer):
+            self.saved_to = self.last_path(trainer)
+            trainer.save_checkpoint(self.saved_to, weights_only=False)  # a full, resumable state
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.saved_to is None and not trainer.sanity_checking and self.signalled(trainer):
+            self.saved_to = self.last_path(trainer)  # LastCheckpoint writes it at the end of this validation
 
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        self.stop_if_signalled(trainer)
+        # Stop between two steps, once this step's metrics are written and its checkpoint saved.
+        if self.saved_to is not None:
+            raise TrainingInterrupted(self.received or "SIGTERM", trainer.global_step, self.saved_to)
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self._restore()
