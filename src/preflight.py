@@ -223,20 +223,25 @@ def check_writable(directory: str | Path) -> None:
         ) from None
 
 
-def check_not_in_use(run_dir: str | Path) -> None:
-    """Refuse a run directory that another live training holds (its lock file is locked)."""
-    lock = Path(run_dir) / LOCK
-    if not lock.is_file():
-        return
-    fd = os.open(lock, os.O_RDONLY)
+def lock(fd: int, run_dir: str | Path) -> None:
+    """Take the run directory's lock on fd, or refuse: another live training holds it."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         raise ConfigError(
             f"another training is running in {run_dir}: wait for it to end, or choose another hydra.run.dir"
         ) from None
-    finally:
-        os.close(fd)  # closing releases a lock this probe took
+
+
+def check_not_in_use(run_dir: str | Path) -> None:
+    """Refuse a run directory that another live training holds (its lock file is locked)."""
+    path = Path(run_dir) / LOCK
+    if path.is_file():
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            lock(fd, run_dir)
+        finally:
+            os.close(fd)  # closing releases a lock this probe took
 
 
 @contextmanager
@@ -246,12 +251,7 @@ def hold_run_dir(run_dir: str | Path) -> Iterator[None]:
     path.mkdir(parents=True, exist_ok=True)
     fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ConfigError(
-                f"another training is running in {run_dir}: wait for it to end, or choose another hydra.run.dir"
-            ) from None
+        lock(fd, run_dir)
         yield
     finally:
         os.close(fd)  # the kernel drops the lock with the descriptor, also on kill -9
