@@ -52,7 +52,7 @@ def fail(message: str, status: int = 2) -> None:
 def compose(config_name: str, overrides: list[str]) -> DictConfig:
     """The config a command line would give, without running anything (hydra.* keys unavailable)."""
     os.environ.setdefault("PROJECT_ROOT", str(PROJECT_ROOT))
-    register()
+    register(config_name)
     with hydra.initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         return hydra.compose(config_name=config_name, overrides=overrides)
 
@@ -182,7 +182,7 @@ def command(
     try:
         if not full_errors and not any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
             check_command_line(config_name, argv, check, check_sweep)  # not for --help, --cfg job, ...: nothing runs
-        register()
+        register(config_name)
         return hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name=config_name)(guarded)()
     except USER_ERRORS as err:
         if full_errors:

@@ -161,17 +161,20 @@ class PlotAttentionSchema:
     paths: Any = None
 
 
-def register() -> None:
-    """Put every schema into Hydra's ConfigStore, where conf/'s defaults lists find them."""
+def register(config_name: str) -> None:
+    """Put the schemas a command composes into Hydra's ConfigStore, where conf/'s defaults lists find
+    them. Only `train` reads the DataModule's and the Trainer's: sampling never imports Lightning."""
+    store = ConfigStore.instance()
+    store.store(name="generate_schema", node=GenerateSchema)
+    store.store(name="evaluate_schema", node=EvaluateSchema)
+    store.store(name="plot_attention_schema", node=PlotAttentionSchema)
+    if config_name != "train":
+        return
     from lightning.pytorch import Trainer
 
     from src.data.datamodule import ShakespeareDataModule
 
-    store = ConfigStore.instance()
     store.store(name="train_schema", node=TrainSchema)
-    store.store(name="generate_schema", node=GenerateSchema)
-    store.store(name="evaluate_schema", node=EvaluateSchema)
-    store.store(name="plot_attention_schema", node=PlotAttentionSchema)
     store.store(group="model", name="gpt_schema", node=GPTSchema)
     store.store(group="model", name="seed_schema", node=SeedSchema)
     store.store(group="optimizer", name="adamw_schema", node=AdamWSchema)

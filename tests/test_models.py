@@ -119,6 +119,7 @@ def test_seed_preset_is_the_notes_model():
         SeedGPTConfig(vocab_size=65, num_heads=7)
 
 
+@pytest.mark.slow  # tens of seconds of training
 def test_tiny_gpt_overfits_a_short_text_with_a_plain_loop():
     from src.data.tokenizer import CharTokenizer
 

@@ -254,6 +254,7 @@ def small_text(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow  # 100 examples, each composed, checked and built
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(key=st.sampled_from(NUMERIC_KEYS + STRING_KEYS), value=VALUES)
 def test_any_value_of_any_key_is_accepted_or_refused_in_one_line_naming_the_key(small_text, tmp_path, key, value):
