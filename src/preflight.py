@@ -26,7 +26,7 @@ from src.config import ConfigError, check_sample, check_values
 from src.data.corpus import resolve_corpus
 from src.data.datamodule import require_two_characters
 from src.data.token_cache import open_corpus
-from src.data.tokenizer import CharTokenizer
+from src.data.tokenizer import CharTokenizer, show_characters
 from src.model.factory import MODELS
 from src.training.checkpoint import find_checkpoint, read_checkpoint
 
@@ -108,10 +108,10 @@ def check_resume(checkpoint: dict[str, Any], path: Path, cfg: DictConfig, corpus
     tokenizer = CharTokenizer.from_dict(saved["tokenizer"])
     unknown = sorted(set(corpus.vocab) - set(tokenizer.vocab))
     if unknown:
-        shown = ", ".join(repr(ch) for ch in unknown[:5])
         raise ConfigError(
-            f"data.path={corpus.path} has {len(unknown)} character(s) that {path} never saw ({shown}): resume on "
-            f"the text the run was trained on, or start a new run without ckpt_path"
+            f"data.path={corpus.path} has {len(unknown)} character(s) that {path} never saw "
+            f"({show_characters(unknown)}): resume on the text the run was trained on, "
+            f"or start a new run without ckpt_path"
         )
     step = checkpoint.get("global_step", 0)
     if step >= cfg.trainer.max_steps:
@@ -133,9 +133,9 @@ def resolve_prompt(key: str, prompt: str | None, tokenizer: CharTokenizer, defau
         raise ConfigError(f"{key} is empty: give at least one character, or {key}=null for the text's opening")
     unknown = tokenizer.unknown_characters(prompt)
     if unknown:
-        shown = ", ".join(repr(ch) for ch in unknown[:5])
         raise ConfigError(
-            f"{key} has {len(unknown)} character(s) not in the vocabulary of the training text ({shown}): "
+            f"{key} has {len(unknown)} character(s) not in the vocabulary of the training text "
+            f"({show_characters(unknown)}): "
             f"use only characters of the text, or {key}=null for the text's own opening"
         )
     return prompt

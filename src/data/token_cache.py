@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from src.data.corpus import DataError
+from src.data.tokenizer import show_characters
 
 CHUNK_BYTES = 16 * 2**20  # 16 MiB of text at a time: ~200 MB of working memory at most
 PROGRESS_BYTES = 64 * 2**20  # texts at least this big show a progress bar while they encode
@@ -203,11 +204,9 @@ def encode(
             else:
                 unknown = sorted(set(map(chr, codepoints)) - set(vocab))
                 if unknown:
-                    shown = ", ".join(repr(ch) for ch in unknown[:5])
-                    more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
                     raise DataError(
-                        f"{source} has {len(unknown)} character(s) not in the checkpoint's vocabulary: {shown}{more}; "
-                        f"use a text made of the characters the model was trained on"
+                        f"{source} has {len(unknown)} character(s) not in the checkpoint's vocabulary: "
+                        f"{show_characters(unknown)}; use a text made of the characters the model was trained on"
                     )
             dtype = token_dtype(len(vocab))
             lookup = np.zeros(UNICODE_SIZE, dtype=dtype)  # code point -> id

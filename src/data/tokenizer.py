@@ -9,6 +9,12 @@ import torch
 from torch import Tensor
 
 
+def show_characters(chars: list[str], limit: int = 5) -> str:
+    """`'a', 'b' and 3 more`: characters named in an error message."""
+    shown = ", ".join(repr(ch) for ch in chars[:limit])
+    return shown + (f" and {len(chars) - limit} more" if len(chars) > limit else "")
+
+
 class CharTokenizer:
     """Maps each character to its index in the sorted vocabulary, and back.
 
@@ -39,10 +45,8 @@ class CharTokenizer:
         """str -> LongTensor (len(text),)."""
         unknown = self.unknown_characters(text)
         if unknown:
-            shown = ", ".join(repr(ch) for ch in unknown[:5])
-            more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
             raise ValueError(
-                f"{len(unknown)} character(s) not in the vocabulary: {shown}{more}; "
+                f"{len(unknown)} character(s) not in the vocabulary: {show_characters(unknown)}; "
                 f"use only characters of the training text"
             )
         return torch.tensor([self.index[ch] for ch in text], dtype=torch.long)
