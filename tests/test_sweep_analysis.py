@@ -12,6 +12,7 @@ from omegaconf import OmegaConf, open_dict
 
 from src import sweeps
 from src.cli import CONFIG_DIR
+from src.config import register
 from src.plots import save_png, sweep_figure
 
 
@@ -21,6 +22,7 @@ def sweep_job(tmp_path):
     threads = torch.get_num_threads()
 
     def make(*overrides: str, num: int = 0, sweep_overrides: list[str] | None = None):
+        register("train")  # the schemas the YAML files name
         with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
             cfg = hydra_compose("train", [f"hydra.sweep.dir={tmp_path}", *overrides], return_hydra_config=True)
         with open_dict(cfg):

@@ -121,7 +121,9 @@ def test_the_slurm_launcher_follows_the_trainer():
     from hydra import initialize_config_dir
 
     from src.cli import CONFIG_DIR
+    from src.config import register
 
+    register("train")  # the schemas the YAML files name
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = hydra_compose(
             "train",
