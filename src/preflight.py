@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.config import ConfigError, check_sample, check_values
 from src.data.corpus import resolve_corpus
-from src.data.datamodule import require_two_characters
+from src.data.datamodule import require_two_characters, split_lengths
 from src.data.token_cache import open_corpus
 from src.data.tokenizer import CharTokenizer, show_characters
 from src.model.factory import MODELS
@@ -60,12 +60,6 @@ def describe_corpus(data: DictConfig) -> Corpus:
     with open(path, "rb") as f:
         opening = f.read(1024).decode("utf-8-sig", errors="ignore")
     return Corpus(path, encoded.vocab, encoded.num_tokens, opening[:256])
-
-
-def split_lengths(length: int, val_fraction: float, test_fraction: float) -> dict[str, int]:
-    """Characters in each split, as the DataModule cuts them: train | val | test, contiguous."""
-    n_val, n_test = int(length * val_fraction), int(length * test_fraction)
-    return {"train": length - n_val - n_test, "val": n_val, "test": n_test}
 
 
 def check_windows_fit(cfg: DictConfig, corpus: Corpus) -> None:

@@ -16,6 +16,12 @@ from src.data.windows import EpochWindowBatches, RandomWindowBatches, Validation
 SAMPLING = ("random", "epoch")
 
 
+def split_lengths(length: int, val_fraction: float, test_fraction: float) -> dict[str, int]:
+    """Characters in each split of a text: train | val | test, contiguous, in that order."""
+    n_val, n_test = int(length * val_fraction), int(length * test_fraction)
+    return {"train": length - n_val - n_test, "val": n_val, "test": n_test}
+
+
 def require_two_characters(vocab: list[str], path: Path) -> None:
     if len(vocab) < 2:
         raise DataError(
@@ -103,10 +109,8 @@ class ShakespeareDataModule(L.LightningDataModule):
             require_two_characters(self.corpus.vocab, self.corpus_path())
             self.tokenizer = CharTokenizer(self.corpus.vocab)
         data = self.corpus.tokens
-        n = len(data)
-        n_test = int(n * self.test_fraction)
-        n_val = int(n * self.val_fraction)
-        n_train = n - n_val - n_test
+        sizes = split_lengths(len(data), self.val_fraction, self.test_fraction)
+        n_train, n_val, n_test = sizes["train"], sizes["val"], sizes["test"]
         self.splits = {"train": data[:n_train], "val": data[n_train : n_train + n_val]}
         if n_test:
             self.splits["test"] = data[n_train + n_val :]
