@@ -40,18 +40,20 @@ class AttentionMaps(L.Callback):
     """One image per layer: every head's attention weights over a fixed prompt.
 
     The weights come from the plain path (the fused kernel cannot return them), whichever path
-    training uses.
+    training uses. The figure's axes and labels are drawn once per run (src/plots.AttentionFigure)
+    and only the weights are redrawn at each validation, so the images cost milliseconds.
     """
 
     def __init__(self, prompt: str):
         self.prompt = prompt
+        self.figure = None  # AttentionFigure, made at the first validation
 
     @torch.no_grad()
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         writer = tensorboard(trainer)
         if writer is None or trainer.state.fn != "fit":
             return
-        from src.plots import attention_figure  # matplotlib, only once there is a figure to draw
+        from src.plots import AttentionFigure  # matplotlib, only once there is a figure to draw
 
         model, tokenizer = pl_module.model, pl_module.tokenizer
         prompt = self.prompt[-model.context_window :]
@@ -60,7 +62,14 @@ class AttentionMaps(L.Callback):
         model.eval()
         maps = model.attention_maps(ids.unsqueeze(0))  # per layer: (1, h, T, T)
         model.train(was_training)
+        if self.figure is None:
+            self.figure = AttentionFigure(maps[0].shape[1], list(prompt))
         for layer, weights in enumerate(maps):
             title = f"layer {layer} at step {trainer.global_step}"
-            figure = attention_figure([weights[0]], list(prompt), title, layer_numbers=[layer])
-            writer.add_figure(f"attention/layer_{layer}", figure, global_step=trainer.global_step, close=True)
+            image = self.figure.render(weights[0], layer, title)  # (H, W, 3)
+            writer.add_image(f"attention/layer_{layer}", image, trainer.global_step, dataformats="HWC")
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if self.figure is not None:
+            self.figure.close()
+            self.figure = None
