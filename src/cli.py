@@ -14,7 +14,8 @@ import itertools
 import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +50,19 @@ def fail(message: str, status: int = 2) -> None:
     sys.exit(status)
 
 
-def compose(config_name: str, overrides: list[str]) -> DictConfig:
-    """The config a command line would give, without running anything (hydra.* keys unavailable)."""
+@contextmanager
+def composer(config_name: str) -> Iterator[Callable[[list[str]], DictConfig]]:
+    """compose(overrides) for several command lines, Hydra initialised once for all of them."""
     os.environ.setdefault("PROJECT_ROOT", str(PROJECT_ROOT))
     register(config_name)
     with hydra.initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        return hydra.compose(config_name=config_name, overrides=overrides)
+        yield lambda overrides: hydra.compose(config_name=config_name, overrides=overrides)
+
+
+def compose(config_name: str, overrides: list[str]) -> DictConfig:
+    """The config a command line would give, without running anything (hydra.* keys unavailable)."""
+    with composer(config_name) as compose_one:
+        return compose_one(overrides)
 
 
 def options(group: str) -> list[str]:
@@ -134,16 +142,20 @@ def check_command_line(
     """
     overrides = [a for a in argv if not a.startswith("-")]
     if any(a in ("-m", "--multirun") for a in argv):
-        refused = []
-        for number, point in enumerate(sweep_points(overrides)):
-            try:
-                cfg = compose(config_name, point)
-                if check_sweep is not None:
-                    check_sweep(cfg)
-            except HydraException as err:
-                refused.append(f"job {number} ({' '.join(point)}): {explain(err, config_name, point)}")
-            except USER_ERRORS as err:
-                refused.append(f"job {number} ({' '.join(point)}): {one_line(err)}")
+        failed: list[tuple[int, list[str], Exception]] = []
+        with composer(config_name) as compose_point:
+            for number, point in enumerate(sweep_points(overrides)):
+                try:
+                    cfg = compose_point(point)
+                    if check_sweep is not None:
+                        check_sweep(cfg)
+                except (HydraException, *USER_ERRORS) as err:
+                    failed.append((number, point, err))
+        refused = [  # explained once Hydra is free again: explain() may compose a neighbouring config
+            f"job {number} ({' '.join(point)}): "
+            + (explain(err, config_name, point) if isinstance(err, HydraException) else one_line(err))
+            for number, point, err in failed
+        ]
         if refused:
             print("\n".join(f"error: {line}" for line in refused), file=sys.stderr)
             sys.exit(2)

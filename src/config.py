@@ -147,7 +147,7 @@ class GenerateSchema:
 class EvaluateSchema:
     ckpt_path: str | None = None
     data_path: str | None = None
-    batch_size: int = 256
+    batch_size: int | None = None
     val_tokens: int | None = None
     device: str = "auto"
     paths: Any = None
@@ -231,8 +231,9 @@ def check_optimizer(opt: DictConfig) -> None:
 
 
 def check_data(data: DictConfig) -> None:
-    for key in ("batch_size", "val_batch_size"):
-        _positive_int(f"data.{key}", data[key])
+    _positive_int("data.batch_size", data.batch_size)
+    if data.val_batch_size is not None:
+        _positive_int("data.val_batch_size", data.val_batch_size, "or null to size batches by tokens")
     if not 0 <= data.num_workers <= (os.cpu_count() or 1):
         _fail("data.num_workers", data.num_workers, f"between 0 and this machine's {os.cpu_count()} cores")
     if not (0 < data.val_fraction < 1 and 0 <= data.test_fraction < 1 and data.val_fraction + data.test_fraction < 1):
@@ -273,6 +274,13 @@ def check_sample(key: str, sample: DictConfig) -> None:
         _fail(f"{key}.top_k", top_k, "an integer >= 1, or null for no limit")
     if top_p is not None and not (_number(top_p) and 0.0 < top_p <= 1.0):
         _fail(f"{key}.top_p", top_p, "in (0, 1], or null for no limit")
+
+
+def check_evaluate(cfg: DictConfig, argv: list[str]) -> None:
+    """Ranges of `python -m src.evaluate`'s own keys."""
+    for key in ("batch_size", "val_tokens"):
+        if cfg[key] is not None:
+            _positive_int(key, cfg[key], "or null")
 
 
 def check_values(cfg: DictConfig) -> None:

@@ -12,6 +12,7 @@ import lightning as L
 from omegaconf import DictConfig
 
 from src.cli import command
+from src.config import check_evaluate
 from src.data.datamodule import ShakespeareDataModule
 from src.generate import pick_device
 from src.training.checkpoint import find_checkpoint
@@ -25,7 +26,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
     split = lit.hparams.get("data") or {}
     datamodule = ShakespeareDataModule(
         context_window=lit.model.context_window,
-        batch_size=cfg.batch_size,
+        batch_size=1,  # no training here: only the evaluation batches below are drawn
         val_batch_size=cfg.batch_size,
         path=cfg.data_path if cfg.data_path is not None else split.get("path"),
         cache_dir=cfg.paths.data_dir,
@@ -66,7 +67,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
 
 
 def main() -> None:
-    command("evaluate", run)
+    command("evaluate", run, check=check_evaluate)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from src.data.corpus import DataError, cached_corpus_path, resolve_corpus
-from src.data.datamodule import ShakespeareDataModule
-from src.data.windows import IGNORE, RandomWindowBatches, ValidationWindows, windows_at
+from src.data.datamodule import EVAL_TOKENS_CPU, ShakespeareDataModule
+from src.data.windows import IGNORE, RandomWindowBatches, ValidationWindows, validation_batches, windows_at
 from tests.helpers import shakespeare_file
 
 UNREACHABLE = "http://127.0.0.1:9/input.txt"  # the discard port: nothing listens, fails at once
@@ -134,3 +134,28 @@ def test_a_missing_path_names_the_option(tmp_path):
         ShakespeareDataModule(
             context_window=8, batch_size=2, path=str(tmp_path / "nope.txt"), cache_dir=str(tmp_path)
         ).setup()
+
+
+@pytest.mark.parametrize("world_size", [1, 3])
+def test_validation_batches_equal_the_windows_one_by_one(world_size):
+    data = np.arange(203) % 50  # 202 targets: 12 whole windows of 16 and a tail
+    for rank in range(world_size):
+        windows = ValidationWindows(data, 16, rank, world_size)
+        one_by_one = [windows[i] for i in range(len(windows))]
+        batches = list(validation_batches(windows, batch_size=5))
+        assert [len(x) for x, _ in batches] == [min(5, len(windows) - k) for k in range(0, len(windows), 5)]
+        assert torch.equal(torch.cat([x for x, _ in batches]), torch.stack([x for x, _ in one_by_one]))
+        assert torch.equal(torch.cat([y for _, y in batches]), torch.stack([y for _, y in one_by_one]))
+
+
+def test_validation_batch_size_is_sized_by_tokens_unless_set(tmp_path):
+    def datamodule(**kwargs):
+        return ShakespeareDataModule(batch_size=4, path=str(shakespeare_file()), cache_dir=str(tmp_path), **kwargs)
+
+    assert datamodule(context_window=64).eval_batch_size() == EVAL_TOKENS_CPU // 64  # no trainer: the CPU's
+    assert datamodule(context_window=10).eval_batch_size() == EVAL_TOKENS_CPU // 10
+    assert datamodule(context_window=4096).eval_batch_size() == 1
+    assert datamodule(context_window=64, val_batch_size=7).eval_batch_size() == 7
+    dm = datamodule(context_window=32, val_batch_size=7)
+    dm.setup()
+    assert next(iter(dm.val_dataloader()))[0].shape == (7, 32)

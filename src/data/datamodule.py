@@ -11,9 +11,12 @@ from torch.utils.data import DataLoader
 from src.data.corpus import TINY_SHAKESPEARE_SHA256, TINY_SHAKESPEARE_URL, DataError, resolve_corpus
 from src.data.token_cache import EncodedCorpus, open_corpus
 from src.data.tokenizer import CharTokenizer
-from src.data.windows import EpochWindowBatches, RandomWindowBatches, ValidationWindows
+from src.data.windows import EpochWindowBatches, RandomWindowBatches, ValidationWindows, validation_batches
 
 SAMPLING = ("random", "epoch")
+# Tokens per validation batch when data.val_batch_size is null (see eval_batch_size).
+EVAL_TOKENS_CPU = 2_048
+EVAL_TOKENS_ACCELERATOR = 65_536
 
 
 def split_lengths(length: int, val_fraction: float, test_fraction: float) -> dict[str, int]:
@@ -60,7 +63,7 @@ class ShakespeareDataModule(L.LightningDataModule):
         test_fraction: float = 0.0,
         val_tokens: int | None = None,
         sampling: str = "random",
-        val_batch_size: int = 256,
+        val_batch_size: int | None = None,
         num_workers: int = 0,
         seed: int = 0,
         tokenizer: CharTokenizer | None = None,
@@ -151,10 +154,21 @@ class ShakespeareDataModule(L.LightningDataModule):
             return EpochWindowBatches(data, T, B, self.seed, rank, world, done)
         return RandomWindowBatches(data, T, B, self.seed, rank, done)
 
+    def eval_batch_size(self) -> int:
+        """data.val_batch_size, or (null) as many windows as make ~EVAL_TOKENS_CPU tokens on a CPU,
+        EVAL_TOKENS_ACCELERATOR on a GPU: a CPU scores fastest while a batch's activations stay in
+        its caches (the baby model's exact validation: 2.0-2.4 s at 2,048 tokens a batch against
+        3.1-3.5 s at 16,384 on 2 cores); a GPU wants large batches."""
+        if self.val_batch_size is not None:
+            return self.val_batch_size
+        on_cpu = self.trainer is None or self.trainer.strategy.root_device.type == "cpu"
+        tokens = EVAL_TOKENS_CPU if on_cpu else EVAL_TOKENS_ACCELERATOR
+        return max(1, tokens // self.context_window)
+
     def _eval_loader(self, split: str) -> DataLoader:
         rank, world = self._rank_and_world()
         windows = ValidationWindows(self.scored(split), self.context_window, rank, world)
-        return DataLoader(windows, batch_size=self.val_batch_size, shuffle=False, num_workers=self.num_workers)
+        return validation_batches(windows, self.eval_batch_size(), self.num_workers)
 
     def val_dataloader(self) -> DataLoader:
         return self._eval_loader("val")

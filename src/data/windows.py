@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 from torch import Tensor
-from torch.utils.data import Dataset
+from torch.utils.data import DataLoader, Dataset
 
 IGNORE = -1  # target id of positions that are not scored (see ValidationWindows)
 MASK64 = (1 << 64) - 1
@@ -152,16 +152,34 @@ class ValidationWindows(Dataset):
         self.tail_scored = n_targets - self.whole * T  # targets no whole window reached
         self.last_start = n_targets - T
         num_windows = self.whole + (1 if self.tail_scored else 0)
-        self.shard = range(rank, num_windows, world_size)  # per rank, no padding: nothing counts twice
+        self.shard = np.arange(rank, num_windows, world_size)  # per rank, no padding: nothing counts twice
 
     def __len__(self) -> int:
         return len(self.shard)
 
     def __getitem__(self, i: int) -> tuple[Tensor, Tensor]:
-        window = self.shard[i]
-        s = window * self.T if window < self.whole else self.last_start
-        chunk = torch.from_numpy(self.data[s : s + self.T + 1].astype(np.int64))  # (T + 1,)
-        x, y = chunk[:-1], chunk[1:].clone()
-        if window == self.whole:  # the tail window: its first targets were scored already
-            y[: self.T - self.tail_scored] = IGNORE
+        """Window i: x, y (T,)."""
+        x, y = self.__getitems__([i])
+        return x[0], y[0]
+
+    def __getitems__(self, indices: list[int]) -> tuple[Tensor, Tensor]:
+        """Windows `indices` as one batch x, y (B, T), gathered in one operation; the DataLoader
+        calls this with a whole batch's indices instead of fetching window by window."""
+        windows = self.shard[indices]
+        starts = np.where(windows < self.whole, windows * self.T, self.last_start)
+        x, y = windows_at(self.data, torch.from_numpy(starts), self.T)
+        tail = torch.from_numpy(windows == self.whole)
+        if tail.any():  # the tail window: its first targets were scored already
+            y = y.clone()  # y is a view of the same ids as x
+            y[tail, : self.T - self.tail_scored] = IGNORE
         return x, y
+
+
+def already_a_batch(batch: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+    """The DataLoader's collate_fn for ValidationWindows: __getitems__ returned a whole batch."""
+    return batch
+
+
+def validation_batches(windows: ValidationWindows, batch_size: int, num_workers: int = 0) -> DataLoader:
+    """Batches of consecutive validation windows, each gathered at once (not window by window)."""
+    return DataLoader(windows, batch_size, shuffle=False, num_workers=num_workers, collate_fn=already_a_batch)

@@ -17,6 +17,7 @@ a CPU from timing a large matmul (the FLOP/s this CPU's BLAS reaches, not a data
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 
@@ -66,6 +67,7 @@ def compute_dtype(precision: str) -> torch.dtype:
     return torch.float32
 
 
+@functools.cache  # once per process: every job of a sweep shares the CPU it measured
 def measure_matmul_flops(dtype: torch.dtype = torch.float32, n: int = 1024, seconds: float = 0.1) -> float:
     """The best FLOP/s of an (n, n) @ (n, n) matmul on this CPU over ~`seconds` (after a warm-up)."""
     own = torch.Generator().manual_seed(0)  # never the global generator: a resumed run replays its dropout
