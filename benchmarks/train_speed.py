@@ -4,7 +4,9 @@ Sections (all by default; --only picks some):
   throughput  steady-state median ms/step and tokens/s of `python -m src.train experiment=nanogpt_cpu`
               (the real command: Lightning, logging, progress bar, validation as configured), and
               with --nanogpt, nanoGPT's documented CPU run of the same model, in alternating rounds
-  curve       both runs to 2000 steps: val loss at step 2000 and wall time
+  curve       both whole runs of 2000 steps as users run them (ours: `experiment=nanogpt_cpu` with
+              its validation, media, checkpoints and final sample): val loss at step 2000, wall time
+              from process start to exit, and where it went (benchmarks/whole_run.py)
   speedrun    `experiment=cpu_speedrun`: seconds from process start to the first val loss <= 1.88,
               against nanoGPT's wall time for its whole 2000-step run
   generation  500 new tokens from the default model: the loop before issue 14, the notes' loop and
@@ -39,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks import data_scale, sweep_speed
+from benchmarks import data_scale, sweep_speed, whole_run
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = ("throughput", "curve", "speedrun", "generation", "attention", "logging", "data", "sweep")
@@ -182,16 +184,26 @@ def throughput(args: argparse.Namespace, workdir: Path) -> dict:
 
 
 def curve(args: argparse.Namespace, workdir: Path) -> dict:
-    result = {}
-    ours = run_ours(["experiment=nanogpt_cpu", "sample.max_new_tokens=0"], workdir)
-    result["ours_val_at_2000"] = ours["validations"][-1][1]
-    result["ours_wall_s"] = ours["wall_seconds"]
-    if args.nanogpt:
-        nano = run_nanogpt(args.nanogpt, 2000, workdir)
-        result["nanogpt_val_at_2000"] = nano["validations"][-1][1]
-        result["nanogpt_wall_s"] = nano["wall_seconds"]
-        crossing = next((t - nano["start"] for _, loss, t in nano["validations"] if loss <= TARGET_LOSS), None)
-        result["nanogpt_seconds_to_target"] = crossing
+    """Both whole 2000-step runs as users run them, in alternating rounds (benchmarks/whole_run.py)."""
+    ours_runs, nano_runs = [], []
+    for r in range(args.rounds):
+        ours_runs.append(whole_run.ours(workdir, ROOT, []))
+        print(f"  round {r + 1}: ours {ours_runs[-1]['wall_s']:.1f} s", end="", flush=True)
+        if args.nanogpt:
+            prepare_nanogpt_data(args.nanogpt)
+            nano_runs.append(whole_run.nanogpt(args.nanogpt, workdir, [*NANOGPT_ARGS, "--max_iters=2000"]))
+            print(f", nanoGPT {nano_runs[-1]['wall_s']:.1f} s", end="")
+        print()
+    result = {"ours": whole_run.median_run(ours_runs)}
+    result["ours_val_at_2000"] = statistics.median(result["ours"]["val_losses"])
+    result["ours_wall_s"] = result["ours"]["wall_s"]
+    if nano_runs:
+        result["nanogpt"] = whole_run.median_run(nano_runs)
+        result["nanogpt_val_at_2000"] = statistics.median(result["nanogpt"]["val_losses"])
+        result["nanogpt_wall_s"] = result["nanogpt"]["wall_s"]
+        result["speedup"] = result["nanogpt_wall_s"] / result["ours_wall_s"]
+        crossing = [next((t for loss, t in run["validations"] if loss <= TARGET_LOSS), None) for run in nano_runs]
+        result["nanogpt_seconds_to_target"] = crossing[0]
     return result
 
 
@@ -371,9 +383,10 @@ def table(results: dict) -> str:
         )
     if c := results.get("curve"):
         rows.append(
-            f"| baby run, 2000 steps: val loss / wall s | {c['ours_val_at_2000']:.3f} / {c['ours_wall_s']:.0f}"
-            f" | {fmt(c.get('nanogpt_val_at_2000'), '.3f')} / {fmt(c.get('nanogpt_wall_s'), '.0f')} | |"
+            f"| baby run, 2000 steps: val loss at step 2000 | {c['ours_val_at_2000']:.3f}"
+            f" | {fmt(c.get('nanogpt_val_at_2000'), '.3f')} | |"
         )
+        rows += whole_run.table_rows(c)
     if s := results.get("speedrun"):
         nano = results.get("curve", {})
         rows.append(
