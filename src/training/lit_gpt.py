@@ -64,6 +64,7 @@ class LitGPT(L.LightningModule):
             {s: MulticlassAccuracy(num_classes=vocab, average="micro", ignore_index=IGNORE) for s in ("val", "test")}
         )
         self.best_val_loss = math.inf
+        self._parameter_list: list[torch.nn.Parameter] | None = None  # what clipping sees, listed once
         self.trained_steps = 0  # set by from_checkpoint: the optimizer steps behind these weights
         # The first optimizer step whose loss was NaN or infinite, kept on the device so that
         # watching for it costs no host sync; read at log steps and before every save.
@@ -150,9 +151,12 @@ class LitGPT(L.LightningModule):
     ) -> None:
         """Clip as configured, and log the gradient norm at log steps (clipping computes it anyway)."""
         log_now = is_logging_step(self.trainer)
-        # The optimizer's own list: walking the module tree for self.parameters() at every step
-        # shows at the notes' scale, where a step takes a few milliseconds.
-        params = [p for group in optimizer.param_groups for p in group["params"]]
+        # Listed once: walking the module tree for self.parameters() at every step shows at the
+        # notes' scale, where a step takes a few milliseconds. The order stays the module's, as
+        # the norm's float sum depends on it (and with it every later step).
+        if self._parameter_list is None:
+            self._parameter_list = list(self.parameters())
+        params = self._parameter_list
         if gradient_clip_val and gradient_clip_algorithm in (None, "norm"):
             norm = torch.nn.utils.clip_grad_norm_(params, gradient_clip_val)
         else:
