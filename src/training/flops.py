@@ -110,8 +110,10 @@ class Throughput(TokensPerSecond):
         super().__init__()
         self.configured = peak_flops
         self.peak: float | None = None
+        self.per_token = 0  # training FLOPs per token of this model, counted once at train start
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.per_token = training_flops_per_token(pl_module.model, pl_module.model.context_window)
         self.peak, source = peak_flops(trainer.strategy.root_device, trainer.precision, self.configured)
         if trainer.is_global_zero:
             shown = f"{self.peak / 1e12:.3g} TFLOP/s" if self.peak is not None else "-"
@@ -119,8 +121,7 @@ class Throughput(TokensPerSecond):
 
     def report(self, trainer: L.Trainer, pl_module: L.LightningModule, tokens_per_second: float) -> None:
         super().report(trainer, pl_module, tokens_per_second)
-        per_token = training_flops_per_token(pl_module.model, pl_module.model.context_window)
-        achieved = tokens_per_second / trainer.world_size * per_token
+        achieved = tokens_per_second / trainer.world_size * self.per_token
         pl_module.log("train/flops_per_sec", achieved)
         if self.peak is not None:
             pl_module.log("train/mfu", achieved / self.peak, prog_bar=True)
