@@ -36,6 +36,9 @@ warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*
 # Lightning suggests worker processes for the validation loader; its batches are slices of one
 # in-memory tensor, which workers would only slow down.
 warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+# Attention maps of a text whose characters the plotting font lacks (CJK, emoji): the labels
+# show as boxes, the heat maps are unaffected; one warning per character would flood the log.
+warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font")
 # Resuming a run writes into its checkpoint directory on purpose.
 warnings.filterwarnings("ignore", message="Checkpoint directory .* exists and is not empty")
 
