@@ -4,6 +4,8 @@ Sections (all by default; --only picks some):
   throughput  steady-state median ms/step and tokens/s of `python -m src.train experiment=nanogpt_cpu`
               (the real command: Lightning, logging, progress bar, validation as configured), and
               with --nanogpt, nanoGPT's documented CPU run of the same model, in alternating rounds
+  step        the model's training step alone, in-process: ours eager and compiled, nanoGPT's model
+              eager, at the baby and the notes' size (benchmarks/step_compile.py)
   curve       both whole runs of 2000 steps as users run them (ours: `experiment=nanogpt_cpu` with
               its validation, media, checkpoints and final sample): val loss at step 2000, wall time
               from process start to exit, and where it went (benchmarks/whole_run.py)
@@ -41,10 +43,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks import data_scale, sweep_speed, whole_run
+from benchmarks import data_scale, step_compile, sweep_speed, whole_run
 
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ("throughput", "curve", "speedrun", "generation", "attention", "logging", "data", "sweep")
+SECTIONS = ("throughput", "step", "curve", "speedrun", "generation", "attention", "logging", "data", "sweep")
 TARGET_LOSS = 1.88
 WARMUP_STEPS = 20
 # nanoGPT's documented CPU run of train_shakespeare_char ("baby GPT"), as the issue measured it.
@@ -381,6 +383,8 @@ def table(results: dict) -> str:
             f" | {fmt(r.get('nanogpt_ms'), '.1f')} ({fmt(r.get('nanogpt_tokens_per_s'), ',.0f')})"
             f" | {fmt(r.get('speedup'), '.2f')}x |"
         )
+    if st := results.get("step"):
+        rows += step_compile.table_rows(st)
     if c := results.get("curve"):
         rows.append(
             f"| baby run, 2000 steps: val loss at step 2000 | {c['ours_val_at_2000']:.3f}"
@@ -446,6 +450,8 @@ def main() -> None:
             print(f"== {section}", flush=True)
             if section == "throughput":
                 results[section] = throughput(args, workdir)
+            elif section == "step":
+                results[section] = step_compile.run(args)
             elif section == "curve":
                 results[section] = curve(args, workdir)
             elif section == "speedrun":

@@ -1,0 +1,80 @@
+"""`python -m benchmarks.train_speed --only step --nanogpt <checkout>`: the model's training step
+alone, in this process: ours eager and with `compile=true`, nanoGPT's model eager, at the baby
+and the notes' size.
+
+A step is what both training loops do per batch, without either loop around it: forward,
+cross-entropy, backward, gradient clipping at 1.0, fused AdamW, zero_grad, on one fixed batch of
+12 windows. Compiling is timed as the first compiled step (inductor's on-disk cache makes a
+second process's first step much shorter: run the section twice to see both).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from src.model.factory import build_model
+
+SIZES = {"baby": (4, 4, 128, 64), "notes": (1, 5, 60, 10)}  # layers, heads, dims, block
+BATCH, VOCAB, WARMUP = 12, 65, 30
+
+
+def _nanogpt_model(nanogpt: Path, layers: int, heads: int, dims: int, block: int) -> torch.nn.Module:
+    sys.path.insert(0, str(nanogpt))
+    try:
+        from model import GPT, GPTConfig  # nanoGPT's model.py, from the checkout given
+    finally:
+        sys.path.remove(str(nanogpt))
+    config = GPTConfig(block_size=block, vocab_size=VOCAB, n_layer=layers, n_head=heads, n_embd=dims, dropout=0.0)
+    return GPT(config)
+
+
+def _time_steps(model: torch.nn.Module, forward: Any, block: int, steps: int) -> dict[str, float]:
+    torch.manual_seed(0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+    x, y = torch.randint(0, VOCAB, (BATCH, block)), torch.randint(0, VOCAB, (BATCH, block))
+    seconds = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        loss = forward(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        seconds.append(time.perf_counter() - start)
+    return {"first_step_s": seconds[0], "median_ms": statistics.median(seconds[WARMUP:]) * 1000}
+
+
+def run(args: Any) -> dict[str, Any]:
+    results = {}
+    for name, (layers, heads, dims, block) in SIZES.items():
+        options = dict(num_layers=layers, num_heads=heads, embedding_dim=dims, context_window=block)
+        ours = build_model(dict(kind="gpt", positional="learned", fused=True, **options), VOCAB)
+        row = {"ours_eager": _time_steps(ours, lambda x, y, m=ours: m(x, y)[1], block, args.steps)}
+        compiled = build_model(dict(kind="gpt", positional="learned", fused=True, **options), VOCAB)
+        compiled.compile()  # what compile=true does: the training forward only
+        row["ours_compiled"] = _time_steps(compiled, lambda x, y, m=compiled: m(x, y)[1], block, args.steps)
+        if args.nanogpt:
+            theirs = _nanogpt_model(args.nanogpt, layers, heads, dims, block)
+            row["nanogpt_eager"] = _time_steps(theirs, lambda x, y, m=theirs: m(x, y)[1], block, args.steps)
+        results[name] = row
+    return results
+
+
+def table_rows(results: dict[str, Any]) -> list[str]:
+    rows = []
+    for name, row in results.items():
+        nano = row.get("nanogpt_eager", {}).get("median_ms")
+        for variant in ("ours_eager", "ours_compiled"):
+            r = row[variant]
+            ratio = f"{nano / r['median_ms']:.2f}x nanoGPT's eager" if nano else ""
+            rows.append(
+                f"| model step alone, {name}, {variant.replace('_', ' ')}: median ms (first step s)"
+                f" | {r['median_ms']:.2f} ({r['first_step_s']:.1f}) | {f'{nano:.2f}' if nano else 'n/a'} | {ratio} |"
+            )
+    return rows
