@@ -283,7 +283,7 @@ def generation(args: argparse.Namespace, workdir: Path) -> dict:
     def tokens_per_s(generate, batch: int = 1, **kwargs) -> float:
         prompt = torch.randint(0, 65, (batch, 6), generator=torch.Generator().manual_seed(0))
         start = time.perf_counter()
-        generate(model, prompt, 500, 0.8, generator=torch.Generator().manual_seed(0), **kwargs)
+        generate(model, prompt, 500, temperature=0.8, generator=torch.Generator().manual_seed(0), **kwargs)
         return batch * 500 / (time.perf_counter() - start)
 
     def default_threads_only(*a, **k):

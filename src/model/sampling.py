@@ -17,6 +17,7 @@ import contextlib
 import functools
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -197,25 +198,17 @@ def _fast_tokens(
             torch.set_num_threads(threads)
 
 
-def generate(
-    model: CausalLanguageModel,
-    prompt_ids: Tensor,
-    max_new_tokens: int,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    greedy: bool = False,
-    use_cache: bool = True,
-    generator: Generators = None,
-) -> Tensor:
+def generate(model: CausalLanguageModel, prompt_ids: Tensor, max_new_tokens: int, **sampling: Any) -> Tensor:
     """prompt_ids: (T,) or (B, T) -> the prompt followed by max_new_tokens sampled ids.
 
-    greedy (or temperature 0) always takes the most likely token. `generator` makes sampling
-    reproducible without touching the global random state: one for the batch, or one per row.
+    `sampling` takes stream()'s settings by name: temperature, top_k, top_p, greedy (or
+    temperature 0: always the most likely token), use_cache, and `generator`, which makes
+    sampling reproducible without touching the global random state (one for the batch, or one
+    per row).
     """
     squeeze = prompt_ids.dim() == 1
     ids = prompt_ids.unsqueeze(0) if squeeze else prompt_ids  # (B, T)
-    new = list(stream(model, ids, max_new_tokens, temperature, top_k, top_p, greedy, use_cache, generator))
+    new = list(stream(model, ids, max_new_tokens, **sampling))
     out = torch.cat([ids, torch.stack(new, dim=1)], dim=1) if new else ids.clone()
     return out[0] if squeeze else out
 
@@ -242,5 +235,14 @@ def sample_text(
     device = next(model.parameters()).device
     prompt_ids = tokenizer.encode(prompt).to(device)  # unknown characters: ValueError naming them
     generators = sample_generators(seed, 1, device)
-    ids = generate(model, prompt_ids, max_new_tokens, temperature, top_k, top_p, greedy, generator=generators)
+    ids = generate(
+        model,
+        prompt_ids,
+        max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        greedy=greedy,
+        generator=generators,
+    )
     return tokenizer.decode(ids)
