@@ -78,6 +78,7 @@ SWEEP_POINTS = [
     ["experiment=nanogpt_cpu", "model.num_layers=2"],  # a file, then a value inside it
     ["model=seed", "model.output_projection=false", "seed=3"],
     ["trainer=cpu", "trainer.max_steps=7", "+trainer.profiler=simple"],  # an added key: composed in full
+    ["sample.prompt='O Romeo, Romeo!'", "~callbacks.attention_maps", "data.val_batch_size=null"],  # quoted; deleted
 ]
 
 
@@ -91,7 +92,8 @@ def test_sweep_points_compose_as_hydra_composes_them():
     for point, a, b in zip(SWEEP_POINTS, fast, slow, strict=True):
         assert OmegaConf.to_yaml(a) == OmegaConf.to_yaml(b), point
         assert OmegaConf.is_struct(a)
-    assert fast[-1].trainer.profiler == "simple" and fast[-1].trainer.max_steps == 7
+    assert fast[-2].trainer.profiler == "simple" and fast[-2].trainer.max_steps == 7
+    assert fast[-1].sample.prompt == "O Romeo, Romeo!" and "attention_maps" not in fast[-1].callbacks
 
 
 def test_a_sweep_point_the_shortcut_cannot_apply_fails_as_hydra_fails():
