@@ -140,7 +140,7 @@ def is_plain_value(override: Override) -> bool:
     return (
         override.type == OverrideType.CHANGE
         and override.package is None
-        and not key.startswith("hydra")
+        and key.split(".")[0] != "hydra"
         and "/" not in key
         and not (CONFIG_DIR / Path(*key.split("."))).is_dir()  # `trainer=gpu` chooses a file
     )
