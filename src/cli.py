@@ -163,8 +163,9 @@ def point_composer(config_name: str) -> Iterator[Callable[[list[str]], DictConfi
         def compose_point(point: list[str]) -> DictConfig:
             try:
                 overrides = parser.parse_overrides(point)
-                values = [o for o in overrides if is_plain_value(o)]
-                files = tuple(o.input_line for o in overrides if not is_plain_value(o))
+                plain = [is_plain_value(o) for o in overrides]
+                values = [o for o, p in zip(overrides, plain, strict=True) if p]
+                files = tuple(o.input_line for o, p in zip(overrides, plain, strict=True) if not p)
                 if files not in composed:
                     composed[files] = compose_one(list(files))
                 cfg = copy.deepcopy(composed[files])
