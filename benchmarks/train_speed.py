@@ -6,6 +6,8 @@ Sections (all by default; --only picks some):
               with --nanogpt, nanoGPT's documented CPU run of the same model, in alternating rounds
   step        the model's training step alone, in-process: ours eager and compiled, nanoGPT's model
               eager, at the baby and the notes' size (benchmarks/step_compile.py)
+  loop        Lightning's loop per step at the notes' scale: a bare loop, Trainer.fit with automatic and
+              with manual optimization, 1 and 2 threads (benchmarks/lightning_loop.py)
   curve       both whole runs of 2000 steps as users run them (ours: `experiment=nanogpt_cpu` with
               its validation, media, checkpoints and final sample): val loss at step 2000, wall time
               from process start to exit, and where it went (benchmarks/whole_run.py)
@@ -43,10 +45,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks import data_scale, step_compile, sweep_speed, whole_run
+from benchmarks import data_scale, lightning_loop, step_compile, sweep_speed, whole_run
 
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ("throughput", "step", "curve", "speedrun", "generation", "attention", "logging", "data", "sweep")
+SECTIONS = ("throughput", "step", "loop", "curve", "speedrun", "generation", "attention", "logging", "data", "sweep")
 TARGET_LOSS = 1.88
 WARMUP_STEPS = 20
 # nanoGPT's documented CPU run of train_shakespeare_char ("baby GPT"), as the issue measured it.
@@ -204,8 +206,8 @@ def curve(args: argparse.Namespace, workdir: Path) -> dict:
         result["nanogpt_val_at_2000"] = statistics.median(result["nanogpt"]["val_losses"])
         result["nanogpt_wall_s"] = result["nanogpt"]["wall_s"]
         result["speedup"] = result["nanogpt_wall_s"] / result["ours_wall_s"]
-        crossing = [next((t for loss, t in run["validations"] if loss <= TARGET_LOSS), None) for run in nano_runs]
-        result["nanogpt_seconds_to_target"] = crossing[0]
+        first = nano_runs[0]["validations"]
+        result["nanogpt_seconds_to_target"] = next((t for loss, t in first if loss <= TARGET_LOSS), None)
     return result
 
 
@@ -385,6 +387,8 @@ def table(results: dict) -> str:
         )
     if st := results.get("step"):
         rows += step_compile.table_rows(st)
+    if lo := results.get("loop"):
+        rows += lightning_loop.table_rows(lo)
     if c := results.get("curve"):
         rows.append(
             f"| baby run, 2000 steps: val loss at step 2000 | {c['ours_val_at_2000']:.3f}"
@@ -452,6 +456,8 @@ def main() -> None:
                 results[section] = throughput(args, workdir)
             elif section == "step":
                 results[section] = step_compile.run(args)
+            elif section == "loop":
+                results[section] = lightning_loop.run(args)
             elif section == "curve":
                 results[section] = curve(args, workdir)
             elif section == "speedrun":
