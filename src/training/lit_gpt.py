@@ -21,10 +21,10 @@ from torchmetrics.classification import MulticlassAccuracy
 from src.data.tokenizer import CharTokenizer
 from src.data.windows import IGNORE
 from src.model.factory import build_model
-from src.model.layers import cross_entropy
 from src.training.callbacks import is_logging_step, was_logging_step
 from src.training.checkpoint import load_weights, read_checkpoint
 from src.training.optim import apply_settings, build_optimizer, build_schedule
+from src.training.scoring import score_on_every_core
 
 log = logging.getLogger(__name__)
 
@@ -94,12 +94,10 @@ class LitGPT(L.LightningModule):
             )
 
     def _eval_step(self, split: str, batch: tuple[Tensor, Tensor]) -> None:
-        x, y = batch
-        logits, _ = self.model(x)  # (B, T, vocab)
-        scored = y != IGNORE
-        losses = cross_entropy(logits[scored], y[scored], fused=True, reduction="none")
-        self.eval_loss[split].update(losses)
-        self.eval_acc[split].update(logits.flatten(0, 1), y.flatten())
+        x, y = batch  # (B, T) each
+        for losses, predicted, targets in score_on_every_core(self.model, x, y):
+            self.eval_loss[split].update(losses)
+            self.eval_acc[split].update(predicted, targets)
 
     def _eval_epoch_end(self, split: str) -> dict[str, float]:
         loss = self.eval_loss[split].compute().item()  # averaged over every scored position, all ranks
