@@ -16,6 +16,8 @@ Sections (all by default; --only picks some):
   generation  500 new tokens from the default model: the loop before issue 14, the notes' loop and
               today's; a batch of 10 samples; `python -m src.generate` from process start to its
               first token, beside `python -c "import torch"`
+  validation  the exact validation pass of the baby model, one forward pass per batch against one
+              part of each batch per core (benchmarks/validation_cores.py)
   attention   the plain and fused attention paths: forward + backward time per training step
   logging     ms/step with the default logging against logging switched off
   data        a 1 GB text: encode, cache, start, memory, validation; nanoGPT's prepare.py beside it
@@ -45,10 +47,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks import data_scale, lightning_loop, step_compile, sweep_speed, whole_run
+from benchmarks import data_scale, lightning_loop, step_compile, sweep_speed, validation_cores, whole_run
 
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ("throughput", "step", "loop", "curve", "speedrun", "generation", "attention", "logging", "data", "sweep")
+SECTIONS = (
+    *("throughput", "step", "loop", "curve", "speedrun", "generation"),
+    *("validation", "attention", "logging", "data", "sweep"),
+)
 TARGET_LOSS = 1.88
 WARMUP_STEPS = 20
 # nanoGPT's documented CPU run of train_shakespeare_char ("baby GPT"), as the issue measured it.
@@ -417,6 +422,8 @@ def table(results: dict) -> str:
             f"| `python -m src.generate`: process start to first token, s (`import torch` alone)"
             f" | {g['first_token_s']:.2f} ({g['import_torch_s']:.2f}) | | |"
         )
+    if v := results.get("validation"):
+        rows += validation_cores.table_rows(v)
     for label, a in results.get("attention", {}).items():
         rows.append(
             f"| forward + backward, {label}: plain vs fused attention ms | {a['plain_ms']:.1f} vs {a['fused_ms']:.1f}"
@@ -465,6 +472,8 @@ def main() -> None:
                 results[section] = speedrun(args, workdir, nanogpt_wall)
             elif section == "generation":
                 results[section] = generation(args, workdir)
+            elif section == "validation":
+                results[section] = validation_cores.run(args)
             elif section == "attention":
                 results[section] = attention(args)
             elif section == "logging":
