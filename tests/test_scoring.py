@@ -30,9 +30,10 @@ def windows(vocab: int = 11, batch: int = 7, T: int = 16) -> tuple[torch.Tensor,
     return x, y
 
 
-def test_the_parts_hold_the_losses_and_predictions_of_one_pass(two_threads):
+def test_the_parts_hold_the_losses_and_predictions_of_one_pass(two_threads, kind):
     torch.manual_seed(0)
-    model = build_model(TINY, 11).eval()
+    config = TINY if kind == "gpt" else dict(kind="seed", context_window=16, embedding_dim=32, num_heads=2, fused=True)
+    model = build_model(config, 11).eval()
     x, y = windows()
     with torch.inference_mode():
         whole = score(model, x, y)
