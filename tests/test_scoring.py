@@ -9,8 +9,9 @@ import torch
 from src.data.datamodule import ShakespeareDataModule
 from src.data.windows import IGNORE
 from src.model.factory import build_model
+from src.training import scoring
 from src.training.lit_gpt import LitGPT
-from src.training.scoring import score, score_on_every_core
+from src.training.scoring import MIN_PART_TOKENS, _workers, parts_and_threads, score, score_on_every_core
 
 TINY = dict(kind="gpt", context_window=16, embedding_dim=32, num_heads=2, num_layers=2, fused=True)
 
@@ -23,7 +24,8 @@ def two_threads():
     torch.set_num_threads(before)
 
 
-def windows(vocab: int = 11, batch: int = 7, T: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+def windows(vocab: int = 11, batch: int = 140, T: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+    """A validation batch of 2,240 tokens: long enough for two parts of MIN_PART_TOKENS or more."""
     g = torch.Generator().manual_seed(0)
     x, y = torch.randint(0, vocab, (batch, T), generator=g), torch.randint(0, vocab, (batch, T), generator=g)
     y[-1, 9:] = IGNORE  # the split's last window is padded
@@ -40,9 +42,28 @@ def test_the_parts_hold_the_losses_and_predictions_of_one_pass(two_threads, kind
         parts = score_on_every_core(model, x, y)
     assert len(parts) == 2  # one part per intra-op thread
     losses, predicted, targets = (torch.cat(column) for column in zip(*parts, strict=True))
-    assert len(losses) == 7 * 16 - 7  # the padding is not scored
+    assert len(losses) == 140 * 16 - 7  # the padding is not scored
     torch.testing.assert_close(losses, whole[0], rtol=0, atol=1e-6)
     assert torch.equal(predicted, whole[1]) and torch.equal(targets, whole[2])
+
+
+def test_parts_hold_enough_tokens_and_share_out_the_threads():
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(16)
+        assert parts_and_threads(torch.zeros(32, 64)) == (4, 4)  # 2,048 tokens: 4 parts of 4 threads
+        assert parts_and_threads(torch.zeros(320, 64)) == (16, 1)
+        assert parts_and_threads(torch.zeros(7, 64)) == (1, 16)  # too short to split: one pass
+        assert parts_and_threads(torch.zeros(32, 64, device="meta")) == (1, 16)  # not on the CPU
+        assert _workers(4, 4).submit(torch.get_num_threads).result() == 4
+        torch.set_num_threads(2)
+        assert parts_and_threads(torch.zeros(32, 64)) == (2, 1)
+        assert parts_and_threads(torch.zeros(204, 10)) == (2, 1)  # the notes' window: 2,040 tokens
+        assert parts_and_threads(torch.zeros(1, MIN_PART_TOKENS * 2)) == (1, 2)  # one window is not split
+        torch.set_num_threads(1)
+        assert parts_and_threads(torch.zeros(320, 64)) == (1, 1)  # a parallel sweep job's one thread
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_the_workers_keep_the_callers_grad_and_inference_mode(two_threads):
@@ -65,7 +86,9 @@ def test_autocast_and_a_single_window_are_scored_in_the_calling_thread(two_threa
     assert len(parts) == 1
 
 
-def test_validation_is_the_mean_loss_of_every_position_scored_once(two_threads, tmp_path):
+def test_validation_is_the_mean_loss_of_every_position_scored_once(two_threads, tmp_path, monkeypatch):
+    monkeypatch.setattr(scoring, "MIN_PART_TOKENS", 32)  # this short split's batches of 5 windows split in 2
+    assert parts_and_threads(torch.zeros(5, 16)) == (2, 1)
     text = tmp_path / "text.txt"
     text.write_text("\ufeff春眠不覚暁、処処聞啼鳥。🌸🐦\r\nTo be, or not to be:\r\n" * 23, encoding="utf-8")
     data = ShakespeareDataModule(
