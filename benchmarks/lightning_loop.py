@@ -61,11 +61,8 @@ def measure(variant: str, threads: int) -> float:
     warnings.filterwarnings("ignore")
     torch.set_num_threads(threads)
     import lightning as L
-    from hydra.utils import instantiate
-    from omegaconf import OmegaConf
 
-    from src import preflight
-    from src.cli import compose
+    from benchmarks.recipe import data_and_model
     from src.training.lit_gpt import LitGPT
     from src.training.optim import build_optimizer
 
@@ -84,16 +81,7 @@ def measure(variant: str, threads: int) -> float:
             self.lr_schedulers().step()
             return loss
 
-    cfg = compose("train", NOTES_SCALE)
-    plan = preflight.plan(cfg)
-    L.seed_everything(0, verbose=False)
-    datamodule = instantiate(cfg.data, tokenizer=plan.tokenizer)
-    datamodule.setup("fit")
-    lit = (ManualGPT if variant == "manual" else LitGPT)(
-        model=OmegaConf.to_container(cfg.model, resolve=True),
-        tokenizer=plan.tokenizer.to_dict(),
-        optimizer=OmegaConf.to_container(cfg.optimizer, resolve=True),
-    )
+    cfg, datamodule, lit = data_and_model(NOTES_SCALE, ManualGPT if variant == "manual" else LitGPT)
     ends: list[float] = []
     if variant == "bare":
         optimizer = build_optimizer(lit.model, cfg.optimizer)

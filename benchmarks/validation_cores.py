@@ -12,19 +12,16 @@ from __future__ import annotations
 import logging
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
-from omegaconf import OmegaConf
 
-from src.cli import compose
+from benchmarks.recipe import data_and_model
 from src.data.datamodule import ShakespeareDataModule
 from src.training import scoring
 from src.training.lit_gpt import LitGPT
 
-ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = ("one forward pass per batch", "one part per core")
 
 
@@ -42,15 +39,7 @@ def _validate_seconds(trainer: L.Trainer, lit: LitGPT, data: ShakespeareDataModu
 
 def run(args: Any) -> dict[str, Any]:
     logging.getLogger("lightning").setLevel(logging.WARNING)
-    cfg = compose("train", ["experiment=nanogpt_cpu"])
-    data = ShakespeareDataModule(
-        context_window=cfg.model.context_window, batch_size=cfg.data.batch_size, cache_dir=str(ROOT / "data"),
-        val_tokens=None,
-    )  # fmt: skip
-    data.setup()
-    torch.manual_seed(0)
-    model, optimizer = (OmegaConf.to_container(c, resolve=True) for c in (cfg.model, cfg.optimizer))
-    lit = LitGPT(model, data.tokenizer.to_dict(), optimizer)
+    _, data, lit = data_and_model(["experiment=nanogpt_cpu"])  # its val_tokens cover the whole split
     trainer = L.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False)
     seconds: dict[str, list[float]] = {v: [] for v in VARIANTS}
     losses: dict[str, float] = {}
