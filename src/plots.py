@@ -14,7 +14,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 from torch import Tensor  # noqa: E402
 
-from src.sweeps import PowerLaw, finite_loss, seed_groups  # noqa: E402
+from src.sweep_analysis import PowerLaw, finite_loss, seed_groups  # noqa: E402
 
 CELL = 3.0  # inches per head panel
 TITLE = 0.6  # inches for the figure title

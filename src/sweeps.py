@@ -1,11 +1,11 @@
-"""Hydra multirun sweeps: one result per job, failures contained, a summary at the end.
+"""What a run and a sweep job need from Hydra: one result per job, failures contained, a summary at the end.
 
-Each job writes `result.json` into its directory. A failing job records its one-line reason
-and returns None, so the sweep carries on (Hydra's sweepers would otherwise stop at the first
-exception). When the multirun ends, SweepSummary (a Hydra callback) prints a table of every
-job, writes it to `summary.md` in the sweep directory, and plots the best validation loss
-against each swept value in `summary.png`, with a power law fitted to loss against model size
-and, when seeds repeat, the mean and spread of each configuration.
+Each run writes `result.json` into its directory, with its run name (the overrides a sweep varies).
+A failing job records its one-line reason and returns None, so the sweep carries on (Hydra's
+sweepers would otherwise stop at the first exception). When the multirun ends, SweepSummary (a
+Hydra callback) hands the jobs' results to src/sweep_analysis.py (a table of every job, the seeds'
+mean and spread, a power law fitted to loss against model size: `summary.md` in the sweep
+directory) and to src/plots.py (`summary.png`).
 
 Under `hydra/launcher=parallel` (Hydra's joblib launcher) jobs run concurrently in worker
 processes: each job takes its share of the CPU cores, or its own GPU (configure_job_resources).
@@ -19,7 +19,6 @@ import json
 import logging
 import math
 import os
-import statistics
 import sys
 import traceback
 from collections.abc import Callable
@@ -256,191 +255,6 @@ def run_job(cfg: DictConfig, train: Callable[[DictConfig], float]) -> float | No
         return None
 
 
-def finite_loss(row: dict[str, Any]) -> float | None:
-    """A finished job's best val loss, or None (failed, missing, or never validated)."""
-    loss = row.get("best_val_loss")
-    ok = row.get("status") == "ok" and isinstance(loss, (int, float)) and math.isfinite(loss)
-    return float(loss) if ok else None
-
-
-def configuration(row: dict[str, Any]) -> tuple[str, ...]:
-    """A job's overrides without its seed: the jobs that differ only by seed share it."""
-    return tuple(o for o in row.get("overrides", []) if o.split("=", 1)[0].lstrip("+~") != "seed")
-
-
-def configuration_label(row: dict[str, Any]) -> str:
-    named = row.get("run_name") or " ".join(row.get("overrides", []))
-    return ",".join(part for part in named.split(",") if not part.startswith("seed=")) or "(defaults)"
-
-
-@dataclass
-class Group:
-    """The jobs of one configuration (its seeds): mean and seed-to-seed spread of the best val loss."""
-
-    label: str
-    jobs: list[int]
-    losses: list[float]
-    parameters: int | None
-
-    @property
-    def mean(self) -> float:
-        return statistics.fmean(self.losses)
-
-    @property
-    def std(self) -> float | None:  # the sample standard deviation; None for a single seed
-        return statistics.stdev(self.losses) if len(self.losses) > 1 else None
-
-
-def seed_groups(rows: list[dict[str, Any]]) -> list[Group] | None:
-    """One group per configuration, or None when no configuration ran more than once (no seeds repeat)."""
-    groups: dict[tuple[str, ...], Group] = {}
-    for row in rows:
-        loss = finite_loss(row)
-        if loss is None:
-            continue
-        group = groups.setdefault(configuration(row), Group(configuration_label(row), [], [], row.get("parameters")))
-        group.jobs.append(row["job"])
-        group.losses.append(loss)
-    if all(len(g.losses) == 1 for g in groups.values()):
-        return None
-    return list(groups.values())
-
-
-@dataclass
-class PowerLaw:
-    """L(N) = a * N^(-alpha) + c, fitted to best val loss against parameter count."""
-
-    a: float
-    alpha: float
-    c: float
-    at_edge: bool  # alpha ended at the end of the searched range: the data do not pin it down
-
-    def __call__(self, n: Any) -> Any:
-        return self.a * n ** (-self.alpha) + self.c
-
-
-ALPHA_RANGE = (1e-3, 4.0)
-
-
-def fit_power_law(sizes: list[float], losses: list[float]) -> PowerLaw:
-    """Least squares in alpha: for a fixed alpha, a and c are linear, so search alpha, then refine.
-
-    Sizes are divided by their geometric mean first, so N^(-alpha) stays near 1 for any alpha.
-    """
-    import numpy as np
-
-    x, y = np.asarray(sizes, dtype=float), np.asarray(losses, dtype=float)
-    scale = float(np.exp(np.log(x).mean()))
-
-    def solve(alpha: float) -> tuple[float, Any]:
-        design = np.stack([(x / scale) ** -alpha, np.ones_like(x)], axis=1)
-        coef = np.linalg.lstsq(design, y, rcond=None)[0]
-        return float(((design @ coef - y) ** 2).sum()), coef
-
-    grid = np.geomspace(*ALPHA_RANGE, 200)
-    best = int(np.argmin([solve(alpha)[0] for alpha in grid]))
-    lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
-    ratio = (math.sqrt(5) - 1) / 2
-    for _ in range(80):  # golden-section search between the best grid point's neighbours
-        left, right = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-        if solve(left)[0] <= solve(right)[0]:
-            hi = right
-        else:
-            lo = left
-    alpha = (lo + hi) / 2
-    a_scaled, c = solve(alpha)[1]
-    at_edge = best in (0, len(grid) - 1)
-    return PowerLaw(float(a_scaled * scale**alpha), float(alpha), float(c), at_edge)
-
-
-def scaling(rows: list[dict[str, Any]]) -> tuple[PowerLaw | None, dict[int, float], str]:
-    """The power-law fit over the finished jobs, each job's residual (loss - fit), and one line saying so."""
-    points = [(row["parameters"], loss, row["job"]) for row in rows if (loss := finite_loss(row)) is not None]
-    points = [(n, loss, job) for n, loss, job in points if isinstance(n, (int, float)) and n > 0]
-    sizes = sorted({n for n, _, _ in points})
-    if len(sizes) < 3:
-        return (
-            None,
-            {},
-            (
-                f"No fit of loss against model size: {len(sizes)} distinct parameter count(s) among the finished "
-                f"jobs, and L(N) = a*N^(-alpha) + c needs at least 3."
-            ),
-        )
-    fit = fit_power_law([n for n, _, _ in points], [loss for _, loss, _ in points])
-    residuals = {job: loss - float(fit(n)) for n, loss, job in points}
-    if fit.a <= 0:
-        return (
-            None,
-            {},
-            (
-                f"No power law: over {len(sizes)} sizes the best val loss does not fall with parameter count "
-                f"(the best fit has a = {fit.a:.3g} <= 0)."
-            ),
-        )
-    rms = math.sqrt(statistics.fmean(r * r for r in residuals.values()))
-    line = (
-        f"L(N) = {fit.a:.4g} * N^(-{fit.alpha:.3f}) + {fit.c:.4f}, fitted to {len(points)} jobs over "
-        f"{len(sizes)} sizes ({sizes[0]:,} to {sizes[-1]:,} parameters); rms residual {rms:.4f}."
-    )
-    if fit.at_edge:
-        line += f" The exponent is at the end of the searched range {ALPHA_RANGE}: these sizes do not pin it down."
-    return fit, residuals, line
-
-
-def number(value: Any, fmt: str) -> str:
-    return format(value, fmt) if isinstance(value, (int, float)) and math.isfinite(value) else "-"
-
-
-def format_table(rows: list[dict[str, Any]], residuals: dict[int, float] | None = None) -> str:
-    columns = ["job", "overrides", "parameters", "best val loss", "bpc", "tokens/s", "wall", "status"]
-    if residuals:
-        columns.insert(4, "fit residual")
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for row in rows:
-        status = row.get("status", "missing")
-        if status == "failed":
-            status = f"FAILED: {row.get('reason', '')}"
-        elif status == "ok" and finite_loss(row) is None:
-            status = "ok, no finite val loss"
-        cells = [
-            str(row["job"]),
-            row.get("run_name") or " ".join(row.get("overrides", [])),
-            number(row.get("parameters"), ","),
-            number(row.get("best_val_loss"), ".4f"),
-            number(row.get("best_val_bpc"), ".3f"),
-            number(row.get("tokens_per_sec"), ",.0f"),
-            number(row.get("wall_seconds"), ".0f") + "s",
-            status,
-        ]
-        if residuals:
-            cells.insert(4, number(residuals.get(row["job"]), "+.4f"))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def format_groups(groups: list[Group]) -> str:
-    """Per configuration: mean best val loss, its seed-to-seed spread and the number of seeds."""
-    lines = ["| configuration | parameters | mean best val loss | std | n | jobs |", "|" + "---|" * 6]
-    for g in sorted(groups, key=lambda g: g.mean):
-        lines.append(
-            f"| {g.label} | {number(g.parameters, ',')} | {g.mean:.4f} | {number(g.std, '.4f')} | {len(g.losses)} "
-            f"| {', '.join(map(str, g.jobs))} |"
-        )
-    return "\n".join(lines)
-
-
-def summary_text(rows: list[dict[str, Any]]) -> tuple[str, PowerLaw | None, dict[int, float]]:
-    """summary.md's body: the jobs, the seeds' mean and spread when seeds repeat, the size fit."""
-    fit, residuals, fit_line = scaling(rows)
-    parts = [format_table(rows, residuals)]
-    groups = seed_groups(rows)
-    if groups:
-        parts.append("## Mean and spread over seeds\n\n" + format_groups(groups))
-    parts.append("## Loss against model size\n\n" + fit_line)
-    return "\n\n".join(parts), fit, residuals
-
-
 class SweepSummary(Callback):
     """At the end of a multirun: the table of all jobs (printed and in summary.md) and a plot."""
 
@@ -450,9 +264,11 @@ class SweepSummary(Callback):
         rows = [{"job": int(p.name), **(read_result(p) or {"status": "missing"})} for p in jobs]
         if not rows:
             return
+        from src.sweep_analysis import summary_text  # the analysis only once the sweep is done
+
         table, fit, residuals = summary_text(rows)
         (sweep_dir / "summary.md").write_text(f"# Sweep {sweep_dir}\n\n{table}\n")
-        from src.plots import save_png, sweep_figure  # matplotlib only once the sweep is done
+        from src.plots import save_png, sweep_figure  # matplotlib too
 
         figure = sweep_figure(rows, sorted(swept_keys(config.hydra)), fit, residuals)
         save_png(figure, str(sweep_dir / "summary.png"))

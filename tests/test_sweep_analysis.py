@@ -10,7 +10,7 @@ from hydra import initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf, open_dict
 
-from src import sweeps
+from src import sweep_analysis, sweeps
 from src.cli import CONFIG_DIR
 from src.config import register
 from src.plots import save_png, sweep_figure
@@ -121,31 +121,31 @@ def job(num, loss, parameters, *overrides, status="ok"):
 def test_the_fit_recovers_a_known_exponent():
     sizes = [2_000, 5_000, 12_000, 40_000, 90_000, 300_000]
     rows = [job(i, 7.0 * n**-0.35 + 1.6, n, f"model.embedding_dim={i}") for i, n in enumerate(sizes)]
-    fit, residuals, line = sweeps.scaling(rows)
+    fit, residuals, line = sweep_analysis.scaling(rows)
     assert fit.alpha == pytest.approx(0.35, abs=1e-4) and fit.a == pytest.approx(7.0, rel=1e-3)
     assert fit.c == pytest.approx(1.6, abs=1e-4) and not fit.at_edge
     assert max(abs(r) for r in residuals.values()) < 1e-6 and "N^(-0.350)" in line
-    text, _, _ = sweeps.summary_text(rows)
+    text, _, _ = sweep_analysis.summary_text(rows)
     assert "| fit residual |" in text and text.count("0.0000 |") >= len(sizes)  # every job's residual: +-0
 
 
 def test_the_summary_copes_with_one_job_two_sizes_failures_and_no_finite_loss(tmp_path):
     one = [job(0, 2.5, 10_000, "model.embedding_dim=32")]
-    assert sweeps.scaling(one)[0] is None and "1 distinct parameter count" in sweeps.scaling(one)[2]
+    assert sweep_analysis.scaling(one)[0] is None and "1 distinct parameter count" in sweep_analysis.scaling(one)[2]
     two = [*one, job(1, 2.3, 20_000, "model.embedding_dim=48"), job(2, 2.2, 20_000, "model.embedding_dim=48")]
-    assert "needs at least 3" in sweeps.scaling(two)[2]
+    assert "needs at least 3" in sweep_analysis.scaling(two)[2]
     broken = [
         job(0, math.inf, 10_000, "model.num_heads=2"),
         job(1, math.nan, 20_000, "model.num_heads=4"),
         job(2, None, None, "model.num_heads=3", status="failed"),
         {"job": 3, "status": "missing"},
     ]
-    text, fit, residuals = sweeps.summary_text(broken)
+    text, fit, residuals = sweep_analysis.summary_text(broken)
     assert fit is None and "0 distinct" in text and text.count("no finite val loss") == 2
     save_png(sweep_figure(broken, ["model.num_heads"], fit, residuals), str(tmp_path / "summary.png"))
     assert (tmp_path / "summary.png").stat().st_size > 0  # all losses inf: no "cannot be log-scaled"
     rising = [job(i, 2.0 + 0.1 * i, n, f"model.embedding_dim={i}") for i, n in enumerate([1e3, 1e4, 1e5])]
-    assert sweeps.scaling(rising)[0] is None and "does not fall" in sweeps.scaling(rising)[2]
+    assert sweep_analysis.scaling(rising)[0] is None and "does not fall" in sweep_analysis.scaling(rising)[2]
 
 
 def test_repeated_seeds_give_a_mean_and_spread_per_configuration(tmp_path):
@@ -155,15 +155,15 @@ def test_repeated_seeds_give_a_mean_and_spread_per_configuration(tmp_path):
         for i, ((d, s), loss) in enumerate(losses.items())
     ]
     rows.append(job(5, None, None, "model.embedding_dim=64", "seed=3", status="failed"))
-    groups = {g.label: g for g in sweeps.seed_groups(rows)}
+    groups = {g.label: g for g in sweep_analysis.seed_groups(rows)}
     assert groups["embedding_dim=32"].mean == pytest.approx(2.50) and groups["embedding_dim=32"].std == pytest.approx(
         0.04
     )
     assert groups["embedding_dim=64"].jobs == [3, 4] and groups["embedding_dim=64"].std == pytest.approx(
         0.0707, abs=1e-4
     )
-    text, _, _ = sweeps.summary_text(rows)
+    text, _, _ = sweep_analysis.summary_text(rows)
     assert "| embedding_dim=64 | 6,400 | 2.2500 | 0.0707 | 2 | 3, 4 |" in text
     assert "| embedding_dim=32 | 3,200 | 2.5000 | 0.0400 | 3 | 0, 1, 2 |" in text
     save_png(sweep_figure(rows, ["model.embedding_dim", "seed"]), str(tmp_path / "summary.png"))
-    assert sweeps.seed_groups(rows[:1] + rows[3:4]) is None  # no configuration repeats: no seed table
+    assert sweep_analysis.seed_groups(rows[:1] + rows[3:4]) is None  # no configuration repeats: no seed table
