@@ -48,8 +48,13 @@ def run_cli(module: str, *overrides: str, timeout: float = 300, env: dict | None
 
 
 def tiny_training(log_dir: Path, *extra: str) -> list[str]:
-    """Overrides for a model and run small enough for a test (seconds, not minutes)."""
+    """Overrides for a model and run small enough for a test (seconds, not minutes).
+
+    Pinned to the CPU unless `extra` chooses the trainer or its accelerator, so the suite asserts
+    the same numbers on a GPU machine (tests that need a GPU are marked `gpu`)."""
+    chosen = any(e.startswith(("trainer=", "trainer.accelerator=")) for e in extra)
     return [
+        *([] if chosen else ["trainer.accelerator=cpu"]),
         f"paths.log_dir={log_dir}",
         f"data.path={shakespeare_file()}",
         "model.context_window=16",

@@ -61,6 +61,15 @@ TRAIN_CASES = {
 }
 
 
+def hide_gpus(monkeypatch) -> None:
+    """This process sees no CUDA GPU and no MPS, whatever the machine has."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+
+
 def run_in_process(monkeypatch, capsys, main, args: list[str]) -> subprocess.CompletedProcess:
     """A command's main() as the CLI runs it, for inputs it refuses (seconds faster than a process)."""
     monkeypatch.setattr(sys, "argv", ["python -m src", *args])
@@ -75,6 +84,7 @@ def test_train_refuses_bad_input_before_writing_anything(workspace, case, monkey
     overrides, pattern = TRAIN_CASES[case]
     args = tiny_training(workspace / "outputs", *(o.format(ws=workspace) for o in overrides))
     before = files_under(workspace)
+    hide_gpus(monkeypatch)  # "gpu without gpu" holds on a GPU machine too
     assert_refused(run_in_process(monkeypatch, capsys, train_main, args), pattern)
     assert files_under(workspace) == before  # no run directory, no log, no checkpoint
 

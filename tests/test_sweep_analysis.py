@@ -55,6 +55,7 @@ def test_concurrent_jobs_divide_the_cores_and_take_a_gpu_each():
 
 def test_a_parallel_job_sets_its_share_of_threads(sweep_job, monkeypatch):
     monkeypatch.setattr(sweeps, "cpu_cores", lambda: 8)
+    monkeypatch.setattr(sweeps, "gpu_count", lambda: 0)
     cfg = sweep_job("hydra/launcher=parallel", "hydra.launcher.n_jobs=4", num=5)
     plan = sweeps.configure_job_resources(cfg)
     assert plan.threads == 2 and torch.get_num_threads() == 2
@@ -78,6 +79,7 @@ def test_fewer_jobs_than_workers_get_more_threads_and_a_sequential_sweep_is_left
 
 def test_the_parallel_launcher_defaults_to_every_core_or_every_gpu(sweep_job, monkeypatch):
     monkeypatch.setattr(sweeps, "cpu_cores", lambda: 6)
+    monkeypatch.setattr(sweeps, "gpu_count", lambda: 0)
     assert sweep_job("hydra/launcher=parallel").hydra.launcher.n_jobs == 6
     monkeypatch.setattr(sweeps, "gpu_count", lambda: 2)
     assert sweep_job("hydra/launcher=parallel", "sweep.jobs_per_gpu=3").hydra.launcher.n_jobs == 6
