@@ -11,7 +11,7 @@ TORCH ?= torch==2.13.0
 CORPUS := data/tinyshakespeare/input.txt
 SHARED_CORPUS := ../shared/data/tinyshakespeare/input.txt
 
-.PHONY: train test test-fast lint lock corpus clean-outputs
+.PHONY: train test test-fast gpu-check lint lock corpus clean-outputs
 
 # torch through pip (the CPU build lies in pip's find-links here), everything else through uv at
 # the versions of constraints.txt: the versions the tests passed with, installed in parallel.
@@ -49,6 +49,11 @@ test: $(BIN)/.installed corpus lint
 # The edit loop: everything but the slow end-to-end tests (README, "Tests").
 test-fast: $(BIN)/.installed corpus
 	$(BIN)/python -m pytest -m "not slow" $(ARGS)
+
+# Everything that needs a CUDA GPU, in one go, into one report (benchmarks/gpu_check.py; README,
+# "Scaling out"). NANOGPT=/path/to/nanoGPT runs its train.py beside experiment=nanogpt_gpu.
+gpu-check: $(BIN)/.installed corpus
+	@$(BIN)/python -m benchmarks.gpu_check $(if $(NANOGPT),--nanogpt $(NANOGPT))
 
 clean-outputs:
 	rm -rf outputs/20* outputs/multirun
