@@ -25,6 +25,8 @@ from typing import Any
 
 import lightning as L
 
+from benchmarks.nanogpt import NANOGPT_ARGS, prepare_nanogpt_data
+
 ROOT = Path(__file__).resolve().parent.parent
 GRID = {"num_heads": [2, 3, 5], "embedding_dim": [30, 60], "context_window": [10, 20]}
 COMMON = ["model.num_layers=1", "data.batch_size=12", "trainer.max_steps=300", "trainer.val_check_interval=300"]
@@ -166,8 +168,6 @@ def configurations() -> list[dict[str, int]]:
 
 def run_nanogpt(nanogpt: Path, size: dict[str, int], workdir: Path) -> tuple[float, float | None]:
     """nanoGPT's train.py for one configuration: its wall time and its val loss at iteration 300."""
-    from benchmarks.train_speed import NANOGPT_ARGS, prepare_nanogpt_data
-
     prepare_nanogpt_data(nanogpt)
     command = [
         *(sys.executable, "train.py", *NANOGPT_ARGS, "--n_layer=1", "--batch_size=12"),

@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import pickle
 import re
 import statistics
 import subprocess
@@ -44,10 +43,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from benchmarks import data_scale, lightning_loop, step_compile, sweep_speed, validation_cores, whole_run
+from benchmarks.nanogpt import NANOGPT_ARGS, prepare_nanogpt_data
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = (
@@ -56,21 +55,6 @@ SECTIONS = (
 )
 TARGET_LOSS = 1.88
 WARMUP_STEPS = 20
-# nanoGPT's documented CPU run of train_shakespeare_char ("baby GPT"), as the issue measured it.
-NANOGPT_ARGS = [
-    "config/train_shakespeare_char.py",
-    "--device=cpu",
-    "--compile=False",
-    "--eval_iters=20",
-    "--log_interval=1",
-    "--block_size=64",
-    "--batch_size=12",
-    "--n_layer=4",
-    "--n_head=4",
-    "--n_embd=128",
-    "--lr_decay_iters=2000",
-    "--dropout=0.0",
-]
 BATCH = 12
 # The two sizes compared step for step: nanoGPT's baby GPT, and the notes' scale (1 layer, 5 heads,
 # 60 dims, block 10), where the per-step overhead of the training loop dominates.
@@ -118,22 +102,6 @@ def run_ours(overrides: list[str], workdir: Path, stop_below: float | None = Non
 
 
 # ---------------------------------------------------------------- nanoGPT beside us
-
-
-def prepare_nanogpt_data(nanogpt: Path) -> None:
-    """nanoGPT's shakespeare_char format (uint16 ids of the sorted characters, 90/10 split)."""
-    out = nanogpt / "data" / "shakespeare_char"
-    if (out / "train.bin").exists() and (out / "meta.pkl").exists():
-        return
-    text = (ROOT / "data" / "tinyshakespeare" / "input.txt").read_text()
-    chars = sorted(set(text))
-    stoi = {ch: i for i, ch in enumerate(chars)}
-    ids = np.array([stoi[ch] for ch in text], dtype=np.uint16)
-    n = int(0.9 * len(ids))
-    ids[:n].tofile(out / "train.bin")
-    ids[n:].tofile(out / "val.bin")
-    with open(out / "meta.pkl", "wb") as f:
-        pickle.dump({"vocab_size": len(chars), "itos": dict(enumerate(chars)), "stoi": stoi}, f)
 
 
 def run_nanogpt(nanogpt: Path, iters: int, workdir: Path, size: dict | None = None) -> dict:
