@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -28,6 +28,9 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from src.config import register
+
+if TYPE_CHECKING:
+    import torch
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = PROJECT_ROOT / "conf"
@@ -53,6 +56,22 @@ def one_line(err: BaseException) -> str:
 def fail(message: str, status: int = 2) -> None:
     print(f"error: {message}", file=sys.stderr)
     sys.exit(status)
+
+
+def pick_device(setting: str) -> torch.device:
+    """`auto` (a GPU when there is one), `cpu`, `cuda` or `cuda:N`; anything else is refused with the fix."""
+    import torch  # only the commands that load a model: composing a command line never needs it
+
+    if setting == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    kind, _, index = setting.partition(":")
+    if setting == "cpu" or (kind == "cuda" and (not index or index.isdigit())):
+        if kind == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device={setting} asks for a GPU but none is available: use device=cpu or device=auto")
+        if kind == "cuda" and index and int(index) >= torch.cuda.device_count():
+            raise ValueError(f"device={setting}: there are only {torch.cuda.device_count()} GPUs; use device=cuda:0")
+        return torch.device(setting)
+    raise ValueError(f"device={setting} is not a device this command runs on: use device=auto, cpu, cuda or cuda:N")
 
 
 @contextmanager

@@ -11,10 +11,9 @@ import sys
 import lightning as L
 from omegaconf import DictConfig
 
-from src.cli import command
+from src.cli import command, pick_device
 from src.config import check_evaluate
 from src.data.datamodule import ShakespeareDataModule
-from src.generate import pick_device
 from src.training.checkpoint import find_checkpoint
 from src.training.lit_gpt import LitGPT
 

@@ -10,28 +10,13 @@ from __future__ import annotations
 
 import sys
 
-import torch
 from omegaconf import DictConfig
 
-from src.cli import command
+from src.cli import command, pick_device
 from src.model.sampling import check_sampling_args, sample_generators, stream
 from src.training.checkpoint import find_checkpoint, load_trained
 
 SEPARATOR = "-" * 15
-
-
-def pick_device(setting: str) -> torch.device:
-    """`auto` (a GPU when there is one), `cpu`, `cuda` or `cuda:N`; anything else is refused with the fix."""
-    if setting == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    kind, _, index = setting.partition(":")
-    if setting == "cpu" or (kind == "cuda" and (not index or index.isdigit())):
-        if kind == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"device={setting} asks for a GPU but none is available: use device=cpu or device=auto")
-        if kind == "cuda" and index and int(index) >= torch.cuda.device_count():
-            raise ValueError(f"device={setting}: there are only {torch.cuda.device_count()} GPUs; use device=cuda:0")
-        return torch.device(setting)
-    raise ValueError(f"device={setting} is not a device this command runs on: use device=auto, cpu, cuda or cuda:N")
 
 
 def check_num_samples(num_samples: object) -> None:
