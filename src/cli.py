@@ -201,11 +201,11 @@ Check = Callable[[DictConfig, list[str]], None]
 
 
 def check_command_line(
-    config_name: str, argv: list[str], check: Check | None, check_sweep: Callable[[DictConfig], None] | None = None
+    config_name: str, argv: list[str], check: Check | None, check_sweep: Check | None = None
 ) -> None:
     """Compose what argv asks for and run the command's check, exiting with one line if refused.
 
-    A multirun composes every point (each bad one named) and runs check_sweep on it; the rest of a
+    A multirun composes every point (each bad one named) and runs check_sweep(cfg, point) on it; the rest of a
     point's values are its job's to check, so that a bad point fails alone.
     """
     overrides = [a for a in argv if not a.startswith("-")]
@@ -216,7 +216,7 @@ def check_command_line(
                 try:
                     cfg = compose_point(point)
                     if check_sweep is not None:
-                        check_sweep(cfg)
+                        check_sweep(cfg, point)
                 except (HydraException, *USER_ERRORS) as err:
                     failed.append((number, point, err))
         refused = [  # explained once Hydra is free again: explain() may compose a neighbouring config
@@ -240,11 +240,11 @@ def command(
     config_name: str,
     task: Callable[[DictConfig], Any],
     check: Check | None = None,
-    check_sweep: Callable[[DictConfig], None] | None = None,
+    check_sweep: Check | None = None,
 ) -> Any:
     """Run task(cfg) as a Hydra command reading conf/<config_name>.yaml, with one-line errors.
 
-    check(cfg, argv) may refuse a single run, check_sweep(cfg) each point of a multirun, before
+    check(cfg, argv) may refuse a single run, check_sweep(cfg, point) each point of a multirun, before
     Hydra creates a run directory.
     """
     os.environ.setdefault("PROJECT_ROOT", str(PROJECT_ROOT))

@@ -21,7 +21,8 @@ import math
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 log = logging.getLogger(__name__)
 RESULT = "result.json"
@@ -112,6 +113,40 @@ def check_sweep_config(cfg: DictConfig) -> None:
         )
     if not isinstance(media, bool):
         raise ValueError(f"sweep.media must be true or false, got {media!r}")
+
+
+def launcher_of(point: list[str]) -> str:
+    """The hydra/launcher option a multirun's command line chooses: basic (Hydra's default), parallel, slurm."""
+    chosen = [o.split("=", 1)[1] for o in point if o.lstrip("+~").startswith("hydra/launcher=")]
+    return chosen[-1] if chosen else "basic"
+
+
+def is_ddp(trainer: DictConfig) -> bool:
+    return str(trainer.strategy).startswith("ddp")
+
+
+def check_launcher(cfg: DictConfig, launcher: str) -> None:
+    """What a launcher can run of a job's trainer; raises ValueError saying what works."""
+    if launcher == "parallel" and is_ddp(cfg.trainer):
+        raise ValueError(
+            f"hydra/launcher=parallel runs sweep jobs side by side, but trainer.strategy={cfg.trainer.strategy} "
+            f"makes each job a process per device: drop hydra/launcher=parallel (DDP jobs then run one after "
+            f"another), or sweep single-device jobs (trainer=cpu or trainer=gpu)"
+        )
+    if launcher == "slurm":
+        for key, asks in (("devices", "tasks and GPUs per node"), ("num_nodes", "nodes")):
+            value = cfg.trainer[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(
+                    f"hydra/launcher=slurm asks SLURM for trainer.{key} {asks}, so it must be a positive "
+                    f"integer, got {value!r}: e.g. trainer=ddp trainer.devices=4 trainer.num_nodes=1"
+                )
+
+
+def check_sweep_job(cfg: DictConfig, point: list[str]) -> None:
+    """One point of a multirun before the sweep starts: its sweep keys and what its launcher can run."""
+    check_sweep_config(cfg)
+    check_launcher(cfg, launcher_of(point))
 
 
 def parallel_jobs(accelerator: str, jobs_per_gpu: int) -> int:
@@ -208,21 +243,66 @@ def configure_job_resources(cfg: DictConfig) -> JobResources | None:
     return plan
 
 
+def media_off(cfg: DictConfig) -> dict[str, Any]:
+    """The media keys a sweep job switches off: all of MEDIA_OFF but those the command line sets itself."""
+    if not in_multirun() or cfg.get("sweep", {}).get("media", False):
+        return {}
+    typed = {o.lstrip("+~").split("=", 1)[0] for o in job_overrides()}
+    return {k: v for k, v in MEDIA_OFF.items() if not any(t == k or t.startswith(k + ".") for t in typed)}
+
+
 def sweep_defaults(cfg: DictConfig) -> DictConfig:
     """A sweep job's config: without the TensorBoard text sample, attention maps and final sample.
 
     Unless `sweep.media=true`; a key the command line sets itself (e.g. `sample.max_new_tokens=300`
     or `callbacks.attention_maps.prompt=...`) keeps its configured value.
     """
-    if not in_multirun() or cfg.get("sweep", {}).get("media", False):
+    off = media_off(cfg)
+    if not off:
         return cfg
-    typed = {o.lstrip("+~").split("=", 1)[0] for o in job_overrides()}
     cfg = copy.deepcopy(cfg)
     with open_dict(cfg):
-        for key, value in MEDIA_OFF.items():
-            if not any(t == key or t.startswith(key + ".") for t in typed):
-                OmegaConf.update(cfg, key, value, merge=False)
+        for key, value in off.items():
+            OmegaConf.update(cfg, key, value, merge=False)
     return cfg
+
+
+def rank_overrides(cfg: DictConfig) -> list[str]:
+    """A DDP job's command line for its other ranks: the job's own overrides, the media it switched
+    off and the checkpoint it resumes, so every rank builds the job's config and nothing else."""
+    typed = job_overrides()
+    extra = [f"{k}={'null' if v is None else v}" for k, v in media_off(cfg).items()]
+    if cfg.ckpt_path is not None and not any(o.startswith("ckpt_path=") for o in typed):
+        extra.append(f"ckpt_path={cfg.ckpt_path}")
+    return [*typed, *extra]
+
+
+@contextmanager
+def ranks_start_as_this_job(cfg: DictConfig) -> Iterator[None]:
+    """Lightning starts a DDP job's other ranks itself, as `python -m src.train` + sys.argv[1:] +
+    `hydra.run.dir=<HydraConfig run.dir>` (lightning/fabric/strategies/launchers/subprocess_script.py,
+    _hydra_subprocess_cmd; tests/test_scaling.py checks it against the installed Lightning). In a
+    multirun that argv is the sweep's, so each rank would start a sweep of its own, and run.dir is not
+    the job's directory: for the job's duration they are the job's own overrides and directory.
+    After the job its process group and the variables Lightning set (MASTER_PORT, ...) are gone,
+    so the next job of a sequential sweep starts its own group with its own ranks."""
+    import torch.distributed
+
+    hydra_cfg = HydraConfig.get()
+    argv, run_dir, environment = sys.argv[:], hydra_cfg.run.dir, dict(os.environ)
+    sys.argv[1:] = rank_overrides(cfg)
+    with read_write(hydra_cfg):
+        hydra_cfg.run.dir = hydra_cfg.runtime.output_dir
+    try:
+        yield
+    finally:
+        sys.argv[:] = argv
+        with read_write(hydra_cfg):
+            hydra_cfg.run.dir = run_dir
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+        os.environ.clear()
+        os.environ.update(environment)
 
 
 def run_job(cfg: DictConfig, train: Callable[[DictConfig], float]) -> float | None:
@@ -244,7 +324,8 @@ def run_job(cfg: DictConfig, train: Callable[[DictConfig], float]) -> float | No
     write_result(output_dir, {"status": "running"})  # what a rerun finds if this job is interrupted
     try:
         configure_job_resources(cfg)
-        return train(sweep_defaults(cfg))
+        with ranks_start_as_this_job(cfg):
+            return train(sweep_defaults(cfg))
     except Exception as err:  # any failure stays inside this job; the sweep goes on
         reason = " ".join(str(err).split()) or type(err).__name__
         if not isinstance(err, (ValueError, OSError)):  # not bad input: keep the trace for debugging

@@ -210,7 +210,7 @@ def task(cfg: DictConfig) -> float | None:
 
 def main() -> Any:
     sys.argv[1:] = continue_run(sys.argv[1:])  # Hydra reads the command line from sys.argv
-    return command("train", task, check=check_before_hydra, check_sweep=sweeps.check_sweep_config)
+    return command("train", task, check=check_before_hydra, check_sweep=sweeps.check_sweep_job)
 
 
 if __name__ == "__main__":

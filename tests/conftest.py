@@ -1,8 +1,15 @@
 from pathlib import Path
 
 import pytest
+import torch
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import OmegaConf, open_dict
 
-from tests.helpers import run_cli, tiny_training
+from src.cli import CONFIG_DIR
+from src.config import register
+from tests.helpers import ROOT, run_cli, tiny_training
 
 
 @pytest.fixture(params=["seed", "gpt"])
@@ -20,10 +27,33 @@ def trained(tmp_path_factory) -> tuple[Path, str]:
     return run_dir, result.stdout + result.stderr
 
 
+@pytest.fixture
+def sweep_job(tmp_path):
+    """Compose the train config as job `num` of a multirun (in tmp_path/num), Hydra's current config."""
+    threads = torch.get_num_threads()
+
+    def make(*overrides: str, num: int = 0, sweep_overrides: list[str] | None = None):
+        register("train")  # the schemas the YAML files name
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+            cfg = hydra_compose("train", [f"hydra.sweep.dir={tmp_path}", *overrides], return_hydra_config=True)
+        with open_dict(cfg):
+            cfg.hydra.mode = "MULTIRUN"
+            cfg.hydra.job.num = num
+            cfg.hydra.overrides.task = list(overrides)
+            cfg.hydra.runtime.output_dir = str(tmp_path / str(num))
+            cfg.hydra.runtime.cwd = str(ROOT)
+        if sweep_overrides is not None:  # the sweep as typed, as Hydra saves it before launching
+            OmegaConf.save({"hydra": {"overrides": {"task": sweep_overrides}}}, tmp_path / "multirun.yaml")
+        HydraConfig.instance().set_config(cfg)
+        return cfg
+
+    yield make
+    HydraConfig.instance().cfg = None
+    torch.set_num_threads(threads)
+
+
 def hardware_missing(marker: str) -> str | None:
     """Why a test marked `marker` cannot run on this machine, or None when it can."""
-    import torch
-
     if marker == "gpu" and not torch.cuda.is_available():
         return "needs a CUDA GPU"
     if marker == "multi_gpu" and torch.cuda.device_count() < 2:

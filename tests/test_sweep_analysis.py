@@ -5,38 +5,10 @@ import re
 
 import pytest
 import torch
-from hydra import compose as hydra_compose
-from hydra import initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import OmegaConf, open_dict
 
 from src import sweep_analysis, sweeps
-from src.cli import CONFIG_DIR
-from src.config import register
 from src.plots import save_png, sweep_figure
-
-
-@pytest.fixture
-def sweep_job(tmp_path):
-    """Compose the train config as job `num` of a multirun and make it Hydra's current config."""
-    threads = torch.get_num_threads()
-
-    def make(*overrides: str, num: int = 0, sweep_overrides: list[str] | None = None):
-        register("train")  # the schemas the YAML files name
-        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-            cfg = hydra_compose("train", [f"hydra.sweep.dir={tmp_path}", *overrides], return_hydra_config=True)
-        with open_dict(cfg):
-            cfg.hydra.mode = "MULTIRUN"
-            cfg.hydra.job.num = num
-            cfg.hydra.overrides.task = list(overrides)
-        if sweep_overrides is not None:  # the sweep as typed, as Hydra saves it before launching
-            OmegaConf.save({"hydra": {"overrides": {"task": sweep_overrides}}}, tmp_path / "multirun.yaml")
-        HydraConfig.instance().set_config(cfg)
-        return cfg
-
-    yield make
-    HydraConfig.instance().cfg = None
-    torch.set_num_threads(threads)
 
 
 def test_concurrent_jobs_divide_the_cores_and_take_a_gpu_each():
