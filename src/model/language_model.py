@@ -6,7 +6,6 @@ forward pass, the KV cache and the attention maps then work the same for all of 
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 import torch
@@ -36,9 +35,6 @@ class CausalLanguageModel(nn.Module):
     @property
     def context_window(self) -> int:
         return self.cfg.context_window
-
-    def config_dict(self) -> dict[str, Any]:
-        return asdict(self.cfg)
 
     def new_kv_cache(self, batch_size: int) -> KVCache:
         cfg = self.cfg
@@ -91,6 +87,6 @@ class CausalLanguageModel(nn.Module):
         return weights  # type: ignore[return-value]
 
 
-def count_parameters(model: nn.Module, trainable_only: bool = True) -> int:
+def count_parameters(model: nn.Module) -> int:
     """Number of scalars the optimizer updates (fixed buffers such as the sinusoidal PE excluded)."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

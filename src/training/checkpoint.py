@@ -89,11 +89,10 @@ def load_weights(module: nn.Module, state_dict: dict[str, Any], path: str | Path
 
 @dataclass
 class Trained:
-    """A trained model as a checkpoint stores it: the network, its tokenizer, its hyperparameters."""
+    """A trained model as a checkpoint stores it: the network, its tokenizer, its optimizer steps."""
 
     model: CausalLanguageModel
     tokenizer: CharTokenizer
-    hparams: dict[str, Any]
     global_step: int
 
 
@@ -106,4 +105,4 @@ def load_trained(path: str | Path) -> Trained:
     prefix = "model."
     weights = {k[len(prefix) :]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}
     load_weights(model, weights, path)
-    return Trained(model.eval(), tokenizer, hparams, checkpoint.get("global_step", 0))
+    return Trained(model.eval(), tokenizer, checkpoint.get("global_step", 0))

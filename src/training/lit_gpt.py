@@ -70,9 +70,6 @@ class LitGPT(L.LightningModule):
         # watching for it costs no host sync; read at log steps and before every save.
         self.register_buffer("first_nonfinite_step", torch.tensor(-1), persistent=False)
 
-    def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
-        return self.model(idx, targets)
-
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         x, y = batch  # (B, T) each
         _, loss = self.model(x, y)
