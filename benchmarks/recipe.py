@@ -1,30 +1,27 @@
-"""The DataModule and LightningModule a benchmark measures, built as `python -m src.train` builds
-them (src/train.py's recipe), without the run around them."""
+"""The DataModule and LightningModule a benchmark measures, built by src/train.py's build() as
+`python -m src.train` builds them, without the run around them."""
 
 from __future__ import annotations
 
-import lightning as L
-from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+import tempfile
+
+from omegaconf import DictConfig
 
 from src import preflight
 from src.cli import compose
 from src.data.datamodule import ShakespeareDataModule
+from src.train import build
 from src.training.lit_gpt import LitGPT
 
 
 def data_and_model(
     overrides: list[str], lit_class: type[LitGPT] = LitGPT
 ) -> tuple[DictConfig, ShakespeareDataModule, LitGPT]:
-    """The composed config of `python -m src.train <overrides>`, its DataModule (set up) and model."""
-    cfg = compose("train", overrides)
-    plan = preflight.plan(cfg)
-    L.seed_everything(0, verbose=False)
-    datamodule = instantiate(cfg.data, tokenizer=plan.tokenizer)
-    datamodule.setup("fit")
-    lit = lit_class(
-        model=OmegaConf.to_container(cfg.model, resolve=True),
-        tokenizer=plan.tokenizer.to_dict(),
-        optimizer=OmegaConf.to_container(cfg.optimizer, resolve=True),
-    )
+    """The composed config of `python -m src.train seed=0 <overrides>`, its DataModule (set up) and model.
+
+    The run's Trainer is built too (nothing is written before it fits), and left unused: each
+    benchmark runs its own, without logging or checkpoints.
+    """
+    cfg = compose("train", ["seed=0", f"paths.output_dir={tempfile.gettempdir()}/benchmark-run", *overrides])
+    datamodule, lit, _ = build(cfg, preflight.plan(cfg), lit_class)
     return cfg, datamodule, lit

@@ -3,9 +3,9 @@
 `plan(cfg)` reads a composed train config against what it will meet (its values, the text, the
 checkpoint it resumes, the prompts of its samples) without building the data or the model, and
 returns what the run takes from that reading. The command line calls it before Hydra creates the
-run directory, so a refused run has written nothing; train() calls it again at its start (cheap:
-no model is built, the text is read from its token cache), so sweep jobs and runs started from
-Python are checked the same way.
+run directory, so a refused run has written nothing, and train() builds the run from that plan;
+train() plans a config itself only when the command line did not (sweep jobs, runs started from
+Python), so every run is checked the same way.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """`python -m src.train [overrides]`: train, validate, checkpoint, log to TensorBoard, print a sample.
 
-The recipe reads as lightning-hydra-template's: data, model, callbacks, logger, trainer; fit;
-report. Everything it meets was checked by `preflight.plan` first (values, text, checkpoint,
-prompts), on the command line before Hydra created the run directory.
+The recipe reads as lightning-hydra-template's: plan, build (data, model, callbacks, logger,
+trainer), fit, report. Everything it meets was checked by `preflight.plan` first (values, text,
+checkpoint, prompts), on the command line before Hydra created the run directory; train() takes
+that plan over, and plans itself only a config the command line did not check (a sweep job's, or
+one composed in Python).
 """
 
 # ruff: noqa: E402  (the imports follow the Ctrl-C handler, so that one covers them too)
@@ -26,7 +28,7 @@ import math
 import time
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import lightning as L
 from hydra.utils import instantiate
@@ -35,6 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src import preflight, sweeps
 from src.cli import command, fail
+from src.data.datamodule import ShakespeareDataModule
 from src.model.language_model import count_parameters
 from src.model.sampling import sample_text
 from src.training.callbacks import GracefulInterrupt, LogHyperparams, TokensPerSecond, TrainingInterrupted
@@ -79,24 +82,31 @@ def build_callbacks(cfg: DictConfig, plan: preflight.Plan) -> list[L.Callback]:
     return callbacks
 
 
-def train(cfg: DictConfig) -> float:
-    """Train as configured; return the best validation loss (what sweepers minimise)."""
-    started = time.time()
-    plan = preflight.plan(cfg)
-    L.seed_everything(cfg.seed, workers=True, verbose=False)
-    run_dir = Path(cfg.paths.output_dir)
+class Run(NamedTuple):
+    """What `python -m src.train` fits, each part built once from its config."""
 
+    datamodule: ShakespeareDataModule
+    module: LitGPT
+    trainer: L.Trainer
+
+
+def build(cfg: DictConfig, plan: preflight.Plan, module_class: type[LitGPT] = LitGPT) -> Run:
+    """The run's objects from a config and its plan: seed, data, model, callbacks, logger, trainer.
+
+    As lightning-hydra-template's train() builds its object dict; the benchmarks build here too
+    (module_class: their LitGPT variants), so that they measure what a run runs.
+    """
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = instantiate(cfg.data, tokenizer=plan.tokenizer)
     datamodule.setup("fit")  # maps the token cache the plan made (Lightning's own call is then free)
-    lit = LitGPT(
+    lit = module_class(
         model=OmegaConf.to_container(cfg.model, resolve=True),
         tokenizer=plan.tokenizer.to_dict(),
         optimizer=OmegaConf.to_container(cfg.optimizer, resolve=True),
         data={k: cfg.data[k] for k in ("path", "val_fraction", "test_fraction")},
     )
-    num_parameters = count_parameters(lit.model)
-    interrupt = GracefulInterrupt()
-    callbacks = [*build_callbacks(cfg, plan), interrupt, LogHyperparams(tensorboard_hparams(cfg, num_parameters))]
+    hparams = LogHyperparams(tensorboard_hparams(cfg, count_parameters(lit.model)))
+    callbacks = [*build_callbacks(cfg, plan), GracefulInterrupt(), hparams]
     logger = instantiate(cfg.logger, version=sweeps.run_name())  # sweep jobs: named by their overrides
     trainer: L.Trainer = instantiate(
         cfg.trainer,
@@ -107,6 +117,17 @@ def train(cfg: DictConfig) -> float:
     )
     if cfg.compile:
         lit.model.compile()  # in place: checkpoints keep the plain parameter names
+    return Run(datamodule, lit, trainer)
+
+
+def train(cfg: DictConfig) -> float:
+    """Train as configured; return the best validation loss (what sweepers minimise)."""
+    started = time.time()
+    plan = checked.pop(OmegaConf.to_yaml(cfg), None) or preflight.plan(cfg)
+    datamodule, lit, trainer = build(cfg, plan)
+    interrupt = next(c for c in trainer.callbacks if isinstance(c, GracefulInterrupt))
+    num_parameters = count_parameters(lit.model)
+    run_dir = Path(cfg.paths.output_dir)
     if trainer.is_global_zero:
         log.info(
             f"{cfg.model.kind}: {num_parameters / 1e6:.2f}M parameters | vocab {plan.tokenizer.vocab_size} "
@@ -195,13 +216,19 @@ def continue_run(argv: list[str]) -> list[str]:
     return [*previous, *typed, f"ckpt_path={checkpoint}", f"hydra.run.dir={run_dir}"]
 
 
+# The plan of the command line's own config, made before Hydra starts, for train() to take over
+# instead of planning again; keyed by that config, so any other (a sweep job's, one composed in
+# Python) is planned by train() itself.
+checked: dict[str, preflight.Plan] = {}
+
+
 def check_before_hydra(cfg: DictConfig, argv: list[str]) -> None:
     """Refuse a bad single run before Hydra creates its directory: nothing is written."""
     run_dirs = [a.split("=", 1)[1] for a in argv if a.startswith("hydra.run.dir=")]
     preflight.check_writable(run_dirs[-1] if run_dirs else cfg.paths.log_dir)
     if run_dirs and rank_zero_only.rank == 0:  # DDP's other ranks join the run that rank 0 holds
         preflight.check_not_in_use(run_dirs[-1])
-    preflight.plan(cfg)
+    checked[OmegaConf.to_yaml(cfg)] = preflight.plan(cfg)
 
 
 def task(cfg: DictConfig) -> float | None:
