@@ -197,7 +197,7 @@ def main() -> None:
         )
         sys.exit(2)
     if args.nanogpt is not None:
-        from benchmarks.train_speed import prepare_nanogpt_data
+        from benchmarks.nanogpt import prepare_nanogpt_data
 
         prepare_nanogpt_data(args.nanogpt)
     work = ROOT / "outputs" / "gpu-check" / time.strftime("%Y-%m-%d_%H-%M-%S")
