@@ -161,6 +161,17 @@ class PlotAttentionSchema:
     paths: Any = None
 
 
+@dataclass
+class ExploreSchema:
+    ckpt_path: str | None = None
+    out: str | None = None
+    prompt: str | None = None
+    text: str | None = None
+    excerpt_chars: int = 2000
+    weights: str = "auto"
+    paths: Any = None
+
+
 def register(config_name: str) -> None:
     """Put the schemas a command composes into Hydra's ConfigStore, where conf/'s defaults lists find
     them. Only `train` reads the DataModule's and the Trainer's: sampling never imports Lightning."""
@@ -168,6 +179,7 @@ def register(config_name: str) -> None:
     store.store(name="generate_schema", node=GenerateSchema)
     store.store(name="evaluate_schema", node=EvaluateSchema)
     store.store(name="plot_attention_schema", node=PlotAttentionSchema)
+    store.store(name="explore_schema", node=ExploreSchema)
     if config_name != "train":
         return
     from lightning.pytorch import Trainer

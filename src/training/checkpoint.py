@@ -89,11 +89,14 @@ def load_weights(module: nn.Module, state_dict: dict[str, Any], path: str | Path
 
 @dataclass
 class Trained:
-    """A trained model as a checkpoint stores it: the network, its tokenizer, its optimizer steps."""
+    """A trained model as a checkpoint stores it: the network, its tokenizer, its hyperparameters (the
+    explorer reads the model kind and the text's split there), its optimizer steps."""
 
     model: CausalLanguageModel
     tokenizer: CharTokenizer
+    hparams: dict[str, Any]
     global_step: int
+    best_val_loss: float | None = None  # the lowest val/loss of the run when this was saved
 
 
 def load_trained(path: str | Path) -> Trained:
@@ -105,4 +108,6 @@ def load_trained(path: str | Path) -> Trained:
     prefix = "model."
     weights = {k[len(prefix) :]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}
     load_weights(model, weights, path)
-    return Trained(model.eval(), tokenizer, checkpoint.get("global_step", 0))
+    best = checkpoint.get("best_val_loss")
+    best = float(best) if isinstance(best, (int, float)) else None
+    return Trained(model.eval(), tokenizer, hparams, checkpoint.get("global_step", 0), best)

@@ -1,0 +1,73 @@
+"""`python -m src.explore ckpt_path=<run dir | .ckpt | last> [out=<file.html>]`: see inside a trained model.
+
+Writes one self-contained HTML page (scripts, style and weights inline; no server, no network)
+in which the checkpoint's model runs: type a text and see the next-character distribution,
+every head's attention with the notes' steps in numbers, the logit lens, where the model fails
+on its validation text, and the run's curve and samples. Every training run writes one from its
+best.ckpt at the end (`explorer=false` turns that off).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from src.cli import command
+from src.explorer.page import render, write_page
+from src.explorer.payload import check_weights_dtype, file_text, page_payload, validation_text
+from src.training.checkpoint import find_checkpoint, load_trained
+
+
+def run_dir_of(checkpoint: Path) -> Path:
+    return checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint.parent
+
+
+def check_out(out: Path) -> None:
+    """Refuse an output the page cannot be written to, before any work."""
+    if out.is_dir():
+        raise ValueError(f"out={out} is a folder: give a file name, e.g. out={out / 'explore.html'}")
+    if not out.parent.is_dir():
+        raise ValueError(f"cannot write out={out}: the folder {out.parent} does not exist")
+    if not os.access(out.parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise ValueError(f"cannot write out={out}: permission denied; choose another out=<file.html>")
+
+
+def explore(
+    checkpoint: Path,
+    out: Path,
+    data_dir: str | Path,
+    prompt: str | None = None,
+    text: str | None = None,
+    excerpt_chars: int = 2000,
+    weights: str = "auto",
+) -> Path:
+    """Write the page of `checkpoint` to `out`; return `out`."""
+    trained = load_trained(checkpoint)
+    excerpt = file_text(text, excerpt_chars) if text is not None else validation_text(trained.hparams, data_dir, excerpt_chars)
+    write_page(render(page_payload(trained, checkpoint, excerpt, prompt, weights)), out)
+    return out
+
+
+def run(cfg: DictConfig) -> Path:
+    if isinstance(cfg.excerpt_chars, bool) or cfg.excerpt_chars < 2:
+        raise ValueError(f"excerpt_chars must be an integer >= 2, got {cfg.excerpt_chars!r}")
+    check_weights_dtype(cfg.weights)
+    checkpoint = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir)
+    out = Path(cfg.out).expanduser() if cfg.out is not None else run_dir_of(checkpoint) / "explore.html"
+    check_out(out)
+    prompt = cfg.prompt.replace("\\n", "\n") if cfg.prompt is not None else None
+    explore(checkpoint, out, cfg.paths.data_dir, prompt, cfg.text, cfg.excerpt_chars, cfg.weights)
+    print(f"checkpoint: {checkpoint}", file=sys.stderr)
+    print(f"{out.resolve().as_uri()}")
+    return out
+
+
+def main() -> None:
+    command("explore", run)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""One self-contained HTML file: the template of static/ with its style, scripts and the payload inline."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+STATIC = Path(__file__).parent / "static"
+SCRIPTS = ("model.js", "sampling.js", "views.js")  # in order: views.js uses the other two
+
+
+def render(payload: dict[str, Any]) -> str:
+    """The page's HTML. The JSON sits in a <script type="application/json"> block; every "<" in it
+    (only ever inside a string: a vocabulary holding "<", a sample) is written \\u003c, so that no
+    text of the model's can end the block early."""
+    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+    scripts = "\n".join((STATIC / name).read_text(encoding="utf-8") for name in SCRIPTS)
+    page = (STATIC / "explorer.html").read_text(encoding="utf-8")
+    for key, value in (
+        ("{{TITLE}}", html.escape(payload["title"])),
+        ("{{CSS}}", (STATIC / "explorer.css").read_text(encoding="utf-8")),
+        ("{{SCRIPTS}}", scripts),
+        ("{{PAYLOAD}}", data),
+    ):
+        page = page.replace(key, value, 1)
+    return page
+
+
+def write_page(page: str, out: Path) -> None:
+    """Write atomically: a reader (or a killed run) never sees half a page."""
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(page)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as open() would have made it, not mkstemp's owner-only mode
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

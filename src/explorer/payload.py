@@ -1,0 +1,132 @@
+"""Everything the explorer page needs from a checkpoint, as plain JSON-ready data.
+
+Nothing here imports Lightning: a page is made from the checkpoint, its text and its events.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from src.data.corpus import resolve_corpus
+from src.data.datamodule import split_lengths
+from src.data.token_cache import open_corpus
+from src.model.language_model import count_parameters
+from src.training.checkpoint import Trained
+
+# float32 weights above this many bytes are stored as float16 by `weights=auto`, which keeps the
+# default model's page (0.70M parameters, 2.8 MB of float32) under 8 MB and halves larger ones.
+AUTO_FLOAT32_BYTES = 6_000_000
+WEIGHT_DTYPES = ("auto", "float32", "float16")
+
+
+def check_weights_dtype(weights: str) -> None:
+    if weights not in WEIGHT_DTYPES:
+        raise ValueError(f"weights must be one of {', '.join(WEIGHT_DTYPES)}, got {weights!r}")
+
+
+def pack_weights(state_dict: dict[str, torch.Tensor], weights: str = "auto") -> dict[str, Any]:
+    """The tensors as one little-endian base64 blob plus {name: [offset in numbers, shape]}."""
+    check_weights_dtype(weights)
+    tensors = {name: t.detach().float().cpu().contiguous() for name, t in state_dict.items()}
+    total = sum(t.numel() for t in tensors.values())
+    dtype = weights if weights != "auto" else ("float32" if 4 * total <= AUTO_FLOAT32_BYTES else "float16")
+    index, offset, parts = {}, 0, []
+    for name, t in tensors.items():
+        index[name] = [offset, list(t.shape)]
+        offset += t.numel()
+        parts.append(t.flatten().numpy().astype("<f4" if dtype == "float32" else "<f2"))
+    blob = np.concatenate(parts).tobytes() if parts else b""
+    return {"dtype": dtype, "index": index, "data": base64.b64encode(blob).decode("ascii")}
+
+
+def validation_text(hparams: dict[str, Any], data_dir: str | Path, chars: int) -> tuple[str, str]:
+    """The first `chars` characters of the checkpoint's own validation split, and where they come from.
+
+    The same characters `python -m src.evaluate val_tokens=<chars>` scores: the split is cut from
+    the token cache exactly as training cut it.
+    """
+    split = hparams.get("data") or {}
+    path = resolve_corpus(split.get("path"), data_dir)
+    vocab = list(hparams["tokenizer"]["vocab"])
+    tokens = open_corpus(path, data_dir, vocab).tokens
+    sizes = split_lengths(len(tokens), split.get("val_fraction", 0.1), split.get("test_fraction", 0.0))
+    val = tokens[sizes["train"] : sizes["train"] + sizes["val"]][:chars]
+    return "".join(vocab[i] for i in val.tolist()), f"the first {len(val):,} characters of the validation split of {path}"
+
+
+def file_text(path: str | Path, chars: int) -> tuple[str, str]:
+    """The opening of a user's text file (`text=`), as the page's excerpt."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise ValueError(f"text={path} does not exist or is not a file: point text= at a UTF-8 text file")
+    try:
+        text = file.read_text(encoding="utf-8")[:chars]
+    except UnicodeDecodeError:
+        raise ValueError(f"text={path} is not UTF-8 text: convert it, or leave text= unset") from None
+    return text, f"the first {len(text):,} characters of {file}"
+
+
+def run_history(run_dir: Path) -> dict[str, Any] | None:
+    """The val/train loss curves and the text samples of the run's TensorBoard events, if they are there."""
+    events = run_dir / "tensorboard"
+    if not any(events.glob("events.out.tfevents.*")):
+        return None
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # only when events exist
+
+    accumulator = EventAccumulator(str(events), size_guidance={"scalars": 0, "tensors": 0})
+    accumulator.Reload()
+    tags = accumulator.Tags()
+
+    def curve(tag: str) -> list[list[float]]:
+        if tag not in tags["scalars"]:
+            return []
+        points = {e.step: e.value for e in accumulator.Scalars(tag)}  # a resumed run may log a step twice
+        return [[step, value] for step, value in sorted(points.items()) if math.isfinite(value)]
+
+    samples = []
+    for tag in tags["tensors"]:
+        if tag.startswith("samples"):
+            for event in accumulator.Tensors(tag):
+                text = event.tensor_proto.string_val[0].decode("utf-8", "replace")
+                samples.append([event.step, "\n".join(line.removeprefix("    ") for line in text.split("\n"))])
+    return {"val_loss": curve("val/loss"), "train_loss": curve("train/loss"), "samples": sorted(samples)}
+
+
+def first_line(text: str, limit: int) -> str:
+    line = text.lstrip("\n").split("\n", 1)[0][:limit]
+    return line or text[:1]
+
+
+def page_payload(
+    trained: Trained,
+    checkpoint: Path,
+    excerpt: tuple[str, str],
+    prompt: str | None,
+    weights: str = "auto",
+) -> dict[str, Any]:
+    """The JSON the page reads: the model (config, vocabulary, weights), the excerpt, the run's story."""
+    run_dir = checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint.parent
+    best = trained.best_val_loss
+    text, source = excerpt
+    config = {k: v for k, v in asdict(trained.model.cfg).items() if k not in ("fused", "dropout")}
+    return {
+        "title": run_dir.name,
+        "checkpoint": str(checkpoint),
+        "step": trained.global_step,
+        "best_val_loss": best if best is not None and math.isfinite(best) else None,
+        "parameters": count_parameters(trained.model),
+        "config": {"kind": trained.hparams["model"].get("kind", "gpt"), **config},
+        "training": {k: v for k, v in trained.hparams.items() if k in ("optimizer", "data")},
+        "vocab": trained.tokenizer.vocab,
+        "weights": pack_weights(trained.model.state_dict(), weights),
+        "prompt": prompt if prompt is not None else first_line(text, trained.model.context_window),
+        "excerpt": {"text": text, "source": source},
+        "history": run_history(run_dir),
+    }

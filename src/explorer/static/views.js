@@ -1,0 +1,529 @@
+// The page: what the model of model.js computes for the user's text, drawn as six views.
+"use strict";
+
+const payload = JSON.parse(document.getElementById("payload").textContent);
+const model = loadModel(payload);
+const T_MAX = model.config.context_window;
+const index = new Map(model.vocab.map((ch, i) => [ch, i]));
+const $ = (id) => document.getElementById(id);
+
+/** How a character is shown: whitespace made visible. */
+function glyph(ch) {
+  return { "\n": "⏎", " ": "␣", "\t": "⇥", "\r": "␍" }[ch] ?? ch;
+}
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") node.className = v;
+    else if (k === "style") node.style.cssText = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) node.append(c);
+  return node;
+}
+
+const fmt = (x, digits = 3) => (x === -Infinity ? "−∞" : Number.isFinite(x) ? x.toFixed(digits) : String(x));
+
+// ---------------------------------------------------------------- the analysis of a text
+
+/** The model's view of a text: characters outside the vocabulary are skipped (and reported),
+ *  the rest cropped to the last context_window characters, as the notes crop it. */
+function windowOf(text) {
+  const chars = Array.from(text); // code points: an emoji is one character, as in Python
+  const known = chars.filter((ch) => index.has(ch));
+  const unknown = [...new Set(chars.filter((ch) => !index.has(ch)))];
+  const seen = known.slice(-T_MAX);
+  return { chars, unknown, window: seen, ids: seen.map((ch) => index.get(ch)), cropped: known.length - seen.length };
+}
+
+/** The forward pass over a text's window, with the last position's distribution and logit lens. */
+function analyse(text) {
+  const view = windowOf(text);
+  const T = view.ids.length;
+  if (T === 0) return { ...view, T, result: null };
+  const result = forward(model, view.ids);
+  const V = model.vocabSize;
+  const logits = Float64Array.from(row(result.logits, T - 1, V));
+  return { ...view, T, result, logits, probs: softmax(logits), lens: logitLens(model, result, T) };
+}
+
+// ---------------------------------------------------------------- state
+
+const state = {
+  text: payload.prompt,
+  layer: 0,
+  head: 0,
+  query: null, // the position whose attention is shown; null = the last one
+  pinned: false,
+  temperature: 1.0,
+  topK: null,
+  topP: null,
+  written: [], // characters added by "Write step by step", for "step back"
+  playing: null,
+};
+let current = null;
+
+function setText(text) {
+  state.text = text;
+  if ($("prompt").value !== text) $("prompt").value = text;
+  update();
+}
+
+function update() {
+  const start = performance.now();
+  current = analyse(state.text);
+  if (!state.pinned || state.query === null || state.query >= current.T) state.query = null;
+  drawWindow();
+  drawDistribution();
+  drawAttention();
+  drawLens();
+  $("timing").textContent = `every view drawn in ${(performance.now() - start).toFixed(0)} ms`;
+}
+
+// ---------------------------------------------------------------- your text and its window
+
+function drawWindow() {
+  const { chars, unknown, cropped } = current;
+  const box = $("window-view");
+  box.replaceChildren();
+  let knownSeen = 0;
+  const knownTotal = chars.filter((ch) => index.has(ch)).length;
+  for (const ch of chars) {
+    if (!index.has(ch)) {
+      box.append(el("span", { class: "ch unknown", title: "not in the vocabulary: skipped" }, glyph(ch)));
+      continue;
+    }
+    const inWindow = knownSeen >= knownTotal - T_MAX;
+    knownSeen++;
+    box.append(el("span", { class: inWindow ? "ch seen" : "ch outside" }, glyph(ch)));
+  }
+  const notes = [`the model sees the last ${current.T} of at most ${T_MAX} characters (highlighted)`];
+  if (cropped) notes.push(`${cropped} earlier character${cropped > 1 ? "s" : ""} fall outside its window`);
+  if (unknown.length) notes.push(`not in the vocabulary, so skipped: ${unknown.map((c) => JSON.stringify(c)).join(" ")}`);
+  $("window-note").textContent = notes.join("; ");
+  $("window-note").classList.toggle("warn", unknown.length > 0);
+}
+
+// ---------------------------------------------------------------- next character
+
+function filtered() {
+  return nextTokenDistribution(current.logits, state.temperature, state.topK, state.topP);
+}
+
+function drawDistribution() {
+  const bars = $("bars");
+  bars.replaceChildren();
+  if (!current.result) {
+    bars.append(el("p", { class: "hint" }, "Type at least one character of the vocabulary: the model predicts what follows it."));
+    return;
+  }
+  const probs = filtered();
+  const order = [...probs.keys()].sort((a, b) => probs[b] - probs[a]);
+  const top = order.slice(0, 20);
+  const rest = order.slice(20).reduce((sum, i) => sum + probs[i], 0);
+  const max = probs[order[0]];
+  const rowOf = (label, p, raw, cls = "") =>
+    el(
+      "div",
+      { class: "bar-row " + cls },
+      el("span", { class: "bar-label" }, label),
+      el("span", { class: "bar-track" }, el("span", { class: "bar-raw", style: `width:${(100 * raw) / max}%` }), el("span", { class: "bar", style: `width:${(100 * p) / max}%` })),
+      el("span", { class: "bar-value" }, (100 * p).toFixed(1) + "%")
+    );
+  for (const i of top) bars.append(rowOf(glyph(model.vocab[i]), probs[i], Math.min(current.probs[i], max)));
+  if (order.length > 20) bars.append(rowOf(`${order.length - 20} others`, rest, 0, "rest"));
+  performance.mark("distribution-drawn");
+}
+
+// ---------------------------------------------------------------- write step by step
+
+function write(greedy) {
+  if (!current.result) return;
+  const next = greedy ? argmax(current.logits) : sampleFrom(filtered());
+  state.written.push(model.vocab[next]);
+  setText(state.text + model.vocab[next]);
+}
+
+function stepBack() {
+  if (!state.written.length) return;
+  const last = state.written.pop();
+  if (state.text.endsWith(last)) setText(state.text.slice(0, state.text.length - last.length));
+}
+
+function togglePlay() {
+  if (state.playing) {
+    clearInterval(state.playing);
+    state.playing = null;
+  } else state.playing = setInterval(() => write(false), 120);
+  $("play").textContent = state.playing ? "❚❚ pause" : "▶ play";
+}
+
+// ---------------------------------------------------------------- attention
+
+function selectedHead() {
+  return current.result.attention[state.layer].heads[state.head];
+}
+
+function queryIndex() {
+  return state.query ?? current.T - 1;
+}
+
+function heat(w) {
+  // 0 -> white, 1 -> deep blue
+  const r = Math.round(255 - 215 * w), g = Math.round(255 - 175 * w), b = Math.round(255 - 60 * w);
+  return `rgb(${r},${g},${b})`;
+}
+
+function drawAttention() {
+  const strip = $("att-text"), steps = $("att-steps");
+  strip.replaceChildren();
+  steps.replaceChildren();
+  if (!current.result) return;
+  state.layer = Math.min(state.layer, current.result.attention.length - 1);
+  drawHeadPicker();
+  const { T, window: seen } = current;
+  const { weights } = selectedHead();
+  const i = queryIndex();
+  seen.forEach((ch, j) => {
+    const w = j <= i ? weights[i * T + j] : 0;
+    strip.append(
+      el(
+        "span",
+        {
+          class: "ch att" + (j === i ? " query" : "") + (j > i ? " future" : ""),
+          style: j <= i ? `background:${heat(w)}` : "",
+          title: j <= i ? `weight ${fmt(w)}` : "the future: masked",
+          onmouseenter: () => { if (!state.pinned) { state.query = j; drawAttention(); } },
+          onclick: () => { state.pinned = !(state.pinned && state.query === j); state.query = j; drawAttention(); },
+        },
+        glyph(ch)
+      )
+    );
+  });
+  $("att-caption").textContent = `layer ${state.layer}, head ${state.head}: the weights that position ${i} (${JSON.stringify(seen[i])}) puts on each earlier character` + (state.pinned ? " (pinned: click it again to follow the mouse)" : " (hover a character; click to pin)");
+  drawMap($("att-map"), weights, T, i, seen);
+  drawSteps(steps, i);
+}
+
+function drawHeadPicker() {
+  const picker = $("att-heads");
+  picker.replaceChildren();
+  const { T } = current;
+  current.result.attention.forEach((att, l) => {
+    const rowBox = el("div", { class: "head-row" }, el("span", { class: "head-label" }, `layer ${l}`));
+    att.heads.forEach((head, h) => {
+      const canvas = el("canvas", { width: 48, height: 48, class: "thumb" + (l === state.layer && h === state.head ? " selected" : ""), title: `layer ${l}, head ${h}` });
+      canvas.addEventListener("click", () => { state.layer = l; state.head = h; drawAttention(); });
+      const ctx = canvas.getContext("2d");
+      const cell = 48 / T;
+      for (let a = 0; a < T; a++)
+        for (let b = 0; b <= a; b++) {
+          ctx.fillStyle = heat(head.weights[a * T + b]);
+          ctx.fillRect(b * cell, a * cell, Math.ceil(cell), Math.ceil(cell));
+        }
+      rowBox.append(el("span", { class: "thumb-box" }, canvas, el("small", {}, `h${h}`)));
+    });
+    picker.append(rowBox);
+  });
+}
+
+/** The T x T map: row i holds the weights of query i; above the diagonal the future, masked: empty. */
+function drawMap(canvas, weights, T, query, chars) {
+  const label = 14, size = Math.max(8, Math.min(36, Math.floor(560 / T)));
+  canvas.width = canvas.height = label + T * size;
+  const ctx = canvas.getContext("2d");
+  ctx.fillStyle = "#fff";
+  ctx.fillRect(0, 0, canvas.width, canvas.height);
+  ctx.font = `${Math.min(12, size)}px ui-monospace, monospace`;
+  ctx.textAlign = "center";
+  ctx.textBaseline = "middle";
+  for (let a = 0; a < T; a++) {
+    ctx.fillStyle = "#555";
+    ctx.fillText(glyph(chars[a]), label / 2, label + a * size + size / 2);
+    ctx.fillText(glyph(chars[a]), label + a * size + size / 2, label / 2);
+    for (let b = 0; b < T; b++) {
+      const x = label + b * size, y = label + a * size;
+      if (b > a) {
+        ctx.strokeStyle = "#eee"; // the masked future: -inf before the softmax, exactly 0 after
+        ctx.strokeRect(x + 0.5, y + 0.5, size - 1, size - 1);
+      } else {
+        ctx.fillStyle = heat(weights[a * T + b]);
+        ctx.fillRect(x, y, size, size);
+      }
+    }
+  }
+  ctx.strokeStyle = "#d33";
+  ctx.lineWidth = 2;
+  ctx.strokeRect(label + 1, label + query * size + 1, T * size - 2, size - 2);
+}
+
+/** The notes' steps for one head and one query, with the actual numbers. */
+function drawSteps(box, i) {
+  const att = current.result.attention[state.layer];
+  const { scores, weights, context } = selectedHead();
+  const { T, window: seen } = current;
+  const dK = att.dK;
+  box.append(el("p", { class: "formula" }, `scores = Q Kᵀ / √d_k  (d_k = ${dK}),   + M (−∞ above the diagonal),   weights = softmax,   context = weights · V`));
+  const table = el("table", { class: "steps" });
+  table.append(el("tr", {}, ...["j", "char", "q·k_j / √d_k", "+ mask", "softmax", "× v_j[0]"].map((h) => el("th", {}, h))));
+  const V = att.V, d = model.d, offset = state.head * dK;
+  for (let j = 0; j < T; j++) {
+    const masked = j > i;
+    table.append(
+      el(
+        "tr",
+        { class: masked ? "masked" : j === i ? "query-row" : "" },
+        el("td", {}, String(j)),
+        el("td", { class: "mono" }, glyph(seen[j])),
+        el("td", {}, fmt(scores[i * T + j])),
+        el("td", {}, masked ? "−∞" : fmt(scores[i * T + j])),
+        el("td", { style: masked ? "" : `background:${heat(weights[i * T + j])}` }, fmt(masked ? 0 : weights[i * T + j])),
+        el("td", {}, fmt(masked ? 0 : weights[i * T + j] * V[j * d + offset], 4))
+      )
+    );
+  }
+  box.append(table);
+  const shown = Math.min(dK, 8);
+  const vector = Array.from(context.subarray(i * dK, i * dK + shown), (v) => fmt(v)).join(", ");
+  box.append(el("p", { class: "formula" }, `context_${i} = Σ_j weights_j v_j = [${vector}${dK > shown ? ", …" : ""}]  (${dK} numbers; the heads' contexts are concatenated${model.weight(`blocks.${state.layer}.attention.W_O`) || model.weight("attention.W_O") ? " and multiplied by W_O" : ""})`));
+}
+
+// ---------------------------------------------------------------- logit lens
+
+function drawLens() {
+  const box = $("lens-grid");
+  box.replaceChildren();
+  if (!current.result) return;
+  const { T, window: seen, result } = current;
+  const V = model.vocabSize;
+  const table = el("table", { class: "lens" });
+  table.append(el("tr", {}, el("th", {}, "reads"), ...seen.map((ch, t) => el("th", { class: "mono", title: `position ${t}` }, glyph(ch)))));
+  result.stream.forEach((S, l) => {
+    const probs = result.readout(S); // (T, V) logits of every position read at this depth
+    const name = l === 0 ? (model.config.kind === "seed" ? "input (after LN)" : "embedding") : l === result.stream.length - 1 ? `layer ${l - 1} = output` : `after layer ${l - 1}`;
+    const cells = [];
+    for (let t = 0; t < T; t++) {
+      const p = softmax(row(probs, t, V));
+      const best = argmax(p);
+      const nextTrue = t + 1 < T ? seen[t + 1] : null;
+      const top3 = [...p.keys()].sort((a, b) => p[b] - p[a]).slice(0, 3).map((k) => `${JSON.stringify(model.vocab[k])} ${(100 * p[k]).toFixed(1)}%`);
+      cells.push(
+        el(
+          "td",
+          { class: "mono lens-cell" + (nextTrue === model.vocab[best] ? " hit" : ""), style: `background:${heat(p[best])}`, title: `position ${t}, read after ${name}: ${top3.join(", ")}` + (nextTrue !== null ? `; next is ${JSON.stringify(nextTrue)}` : "") },
+          glyph(model.vocab[best]),
+          el("small", {}, Math.round(100 * p[best]).toString())
+        )
+      );
+    }
+    table.append(el("tr", {}, el("th", { class: "lens-name" }, name), ...cells));
+  });
+  box.append(table);
+}
+
+// ---------------------------------------------------------------- where it fails
+
+/** Per-character losses over the excerpt, scored as validation scores a split: non-overlapping
+ *  windows at 0, T, 2T, ..., and a last window that ends at the end, scoring only what is left. */
+function scoreExcerpt(onProgress) {
+  const chars = Array.from(payload.excerpt.text);
+  const ids = [], where = [];
+  chars.forEach((ch, k) => { if (index.has(ch)) { ids.push(index.get(ch)); where.push(k); } });
+  const losses = new Array(chars.length).fill(null);
+  const nTargets = ids.length - 1;
+  const T = Math.min(T_MAX, nTargets);
+  const starts = [];
+  for (let s = 0; s + T <= nTargets; s += T) starts.push(s);
+  const scoredByWhole = starts.length * T;
+  if (nTargets > scoredByWhole) starts.push(nTargets - T); // the tail window
+  return new Promise((resolve) => {
+    let w = 0;
+    function next() {
+      const until = performance.now() + 30; // stay responsive: 30 ms of work at a time
+      while (w < starts.length && performance.now() < until) {
+        const s = starts[w];
+        const result = forward(model, ids.slice(s, s + T));
+        const firstScored = s < scoredByWhole ? 0 : scoredByWhole - s; // the tail scores what no whole window did
+        for (let t = firstScored; t < T; t++) {
+          const p = softmax(row(result.logits, t, model.vocabSize));
+          const target = ids[s + t + 1];
+          losses[where[s + t + 1]] = { loss: -Math.log(p[target]), p, target };
+        }
+        w++;
+      }
+      onProgress(w, starts.length);
+      if (w < starts.length) setTimeout(next, 0);
+      else {
+        const scored = losses.filter((x) => x !== null);
+        const mean = scored.reduce((a, x) => a + x.loss, 0) / scored.length;
+        resolve({ chars, losses, meanLoss: mean, count: scored.length });
+      }
+    }
+    setTimeout(next, 0);
+  });
+}
+
+let excerptScores = null;
+
+function drawFailures() {
+  const box = $("fail-text");
+  $("fail-source").textContent = `${payload.excerpt.source}, coloured by the loss of each character (−log p of the true character); hover one to see what the model expected.`;
+  if (Array.from(payload.excerpt.text).filter((ch) => index.has(ch)).length < 2) {
+    $("fail-summary").textContent = "the excerpt has fewer than two characters of the vocabulary: nothing to score";
+    return;
+  }
+  excerptScores = scoreExcerpt((done, total) => { $("fail-summary").textContent = `scoring the excerpt: ${done} of ${total} windows…`; }).then((scores) => {
+    const frag = document.createDocumentFragment();
+    scores.chars.forEach((ch, k) => {
+      const s = scores.losses[k];
+      const span = el("span", { class: "ch fail" + (index.has(ch) ? "" : " unknown") }, ch === "\n" ? "⏎\n" : ch);
+      if (s) {
+        const alpha = Math.min(1, s.loss / 5);
+        span.style.background = `rgba(220, 50, 47, ${alpha.toFixed(3)})`;
+        span.addEventListener("mouseenter", (event) => showTip(event, ch, s));
+        span.addEventListener("mouseleave", () => { $("tooltip").hidden = true; });
+      }
+      frag.append(span);
+    });
+    box.replaceChildren(frag);
+    const val = payload.best_val_loss;
+    $("fail-summary").textContent =
+      `mean loss over the ${scores.count.toLocaleString()} predicted characters of the excerpt: ${scores.meanLoss.toFixed(4)} nats (${(scores.meanLoss / Math.LN2).toFixed(3)} bits per character)` +
+      (val !== null ? `; the checkpoint's exact val loss over its whole validation split: ${val.toFixed(4)}` : "");
+    return scores;
+  });
+}
+
+function showTip(event, ch, s) {
+  const tip = $("tooltip");
+  const top = [...s.p.keys()].sort((a, b) => s.p[b] - s.p[a]).slice(0, 5);
+  tip.replaceChildren(
+    el("div", {}, `p(${JSON.stringify(ch)}) = ${(100 * s.p[s.target]).toFixed(2)}%, loss ${s.loss.toFixed(3)}`),
+    el("div", { class: "hint" }, "the model expected: " + top.map((k) => `${JSON.stringify(model.vocab[k])} ${(100 * s.p[k]).toFixed(1)}%`).join(", "))
+  );
+  tip.hidden = false;
+  tip.style.left = `${event.pageX + 12}px`;
+  tip.style.top = `${event.pageY + 12}px`;
+}
+
+// ---------------------------------------------------------------- about the run
+
+function drawAbout() {
+  const c = payload.config;
+  $("run-line").textContent = `${payload.title} · ${c.kind} · ${(payload.parameters / 1e6).toFixed(2)}M parameters · step ${payload.step}` + (payload.best_val_loss !== null ? ` · best val loss ${payload.best_val_loss.toFixed(4)}` : "");
+  const table = el("table", { class: "config" });
+  const rows = { ...c, parameters: payload.parameters.toLocaleString(), "optimizer steps": payload.step, "best val loss": payload.best_val_loss === null ? "not validated" : payload.best_val_loss.toFixed(4), "weights in this page": payload.weights.dtype, checkpoint: payload.checkpoint };
+  for (const [k, v] of Object.entries(rows)) table.append(el("tr", {}, el("th", {}, k), el("td", {}, String(v))));
+  $("about-config").replaceChildren(table);
+  $("about-vocab").replaceChildren(...model.vocab.map((ch, i) => el("span", { class: "ch vocab", title: `id ${i}: ${JSON.stringify(ch)}` }, glyph(ch))));
+  const h = payload.history;
+  if (!h || !h.val_loss.length) {
+    $("about-curve").textContent = "No TensorBoard events beside this checkpoint: the loss curve and samples are shown for a run directory.";
+    return;
+  }
+  $("about-curve").replaceChildren(lossCurve(h));
+  if (h.samples.length) {
+    const select = el("select", { id: "sample-step" }, ...h.samples.map(([step], k) => el("option", { value: k }, `step ${step}`)));
+    const text = el("pre", { class: "sample" });
+    const show = () => { text.textContent = h.samples[select.value][1]; };
+    select.addEventListener("change", show);
+    select.value = h.samples.length - 1;
+    show();
+    $("about-samples").replaceChildren(el("label", {}, "sample logged at ", select), text);
+  }
+}
+
+/** The val (and train) loss against the step, as an SVG. */
+function lossCurve(h) {
+  const W = 560, H = 220, pad = 40;
+  const all = [...h.val_loss, ...h.train_loss];
+  const maxStep = Math.max(...all.map((p) => p[0]), 1);
+  const lo = Math.min(...all.map((p) => p[1])), hi = Math.max(...all.map((p) => p[1]));
+  const x = (s) => pad + ((W - 2 * pad) * s) / maxStep;
+  const y = (v) => H - pad + ((pad - (H - pad)) * (v - lo)) / (hi - lo || 1);
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  svg.setAttribute("class", "curve");
+  const add = (tag, attrs, text) => {
+    const n = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
+    if (text !== undefined) n.textContent = text;
+    svg.append(n);
+  };
+  add("line", { x1: pad, y1: H - pad, x2: W - pad, y2: H - pad, class: "axis" });
+  add("line", { x1: pad, y1: pad, x2: pad, y2: H - pad, class: "axis" });
+  for (const [points, cls] of [[h.train_loss, "train"], [h.val_loss, "val"]]) {
+    if (points.length) add("polyline", { points: points.map(([s, v]) => `${x(s)},${y(v)}`).join(" "), class: cls });
+  }
+  for (const [s, v] of h.val_loss) add("circle", { cx: x(s), cy: y(v), r: 3, class: "val" });
+  add("text", { x: pad, y: pad - 10, class: "label" }, `loss (nats): val ● ${h.train_loss.length ? "and train —" : ""}`);
+  add("text", { x: W - pad, y: H - 10, class: "label", "text-anchor": "end" }, `step ${maxStep}`);
+  add("text", { x: pad - 4, y: y(hi) + 4, class: "label", "text-anchor": "end" }, hi.toFixed(2));
+  add("text", { x: pad - 4, y: y(lo) + 4, class: "label", "text-anchor": "end" }, lo.toFixed(2));
+  return svg;
+}
+
+// ---------------------------------------------------------------- controls and the test hook
+
+function readNumber(id, parse, check) {
+  const raw = $(id).value.trim();
+  if (raw === "") return null;
+  const v = parse(raw);
+  return check(v) ? v : undefined;
+}
+
+function wireControls() {
+  $("prompt").value = state.text;
+  $("prompt").addEventListener("input", () => { state.written = []; state.text = $("prompt").value; update(); });
+  const temp = () => {
+    state.temperature = Number($("temperature").value);
+    $("temperature-value").textContent = state.temperature.toFixed(2) + (state.temperature === 0 ? " (greedy)" : "");
+    if (current) drawDistribution();
+  };
+  $("temperature").addEventListener("input", temp);
+  for (const [id, key, parse, check] of [
+    ["top-k", "topK", (s) => Number(s), (v) => Number.isInteger(v) && v >= 1],
+    ["top-p", "topP", (s) => Number(s), (v) => v > 0 && v <= 1],
+  ]) {
+    $(id).addEventListener("input", () => {
+      const v = readNumber(id, parse, check);
+      $(id).classList.toggle("invalid", v === undefined);
+      if (v !== undefined) { state[key] = v; drawDistribution(); }
+    });
+  }
+  $("sample").addEventListener("click", () => write(false));
+  $("argmax").addEventListener("click", () => write(true));
+  $("back").addEventListener("click", stepBack);
+  $("play").addEventListener("click", togglePlay);
+  temp();
+}
+
+/** For tests and other programs: the model's outputs for the last position of `text`, cropped to the window. */
+function predict(text) {
+  const a = analyse(text);
+  if (!a.result) return { probs: null, attention: [], lens: [], window: "", unknown: a.unknown };
+  const T = a.T;
+  const attention = a.result.attention.map((att) =>
+    att.heads.map((head) => Array.from({ length: T }, (_, i) => Array.from(head.weights.subarray(i * T, (i + 1) * T))))
+  );
+  return { probs: Array.from(a.probs), attention, lens: a.lens.map((p) => Array.from(p)), window: a.window.join(""), unknown: a.unknown };
+}
+
+window.scratchgpt = {
+  vocab: model.vocab,
+  config: model.config,
+  predict,
+  distribution: (text, { temperature = 1, topK = null, topP = null } = {}) => {
+    const a = analyse(text);
+    return a.result ? Array.from(nextTokenDistribution(a.logits, temperature, topK, topP)) : null;
+  },
+  excerpt: () => excerptScores.then((s) => ({ meanLoss: s.meanLoss, count: s.count })),
+};
+
+wireControls();
+drawAbout();
+update();
+drawFailures();
