@@ -36,6 +36,14 @@ corpus:
 		mkdir -p $(dir $(CORPUS)) && cp $(SHARED_CORPUS) $(CORPUS) && echo "seeded $(CORPUS) from $(SHARED_CORPUS)"; \
 	fi
 
+# The explorer's tests open its page in Debian's Chromium, driven by Playwright's Python package
+# (pyproject's dev extra); Playwright's own browser download is never used.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+browser:
+	@command -v chromium >/dev/null || { echo "installing Debian's chromium for the browser tests"; \
+		$(SUDO) apt-get install -y chromium >/dev/null || \
+		{ $(SUDO) apt-get update >/dev/null && $(SUDO) apt-get install -y chromium >/dev/null; }; }
+
 train: $(BIN)/.installed corpus
 	$(BIN)/python -m src.train $(ARGS)
 
@@ -43,11 +51,11 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: $(BIN)/.installed corpus lint
+test: $(BIN)/.installed corpus browser lint
 	$(BIN)/python -m pytest $(ARGS)
 
 # The edit loop: everything but the slow end-to-end tests (README, "Tests").
-test-fast: $(BIN)/.installed corpus
+test-fast: $(BIN)/.installed corpus browser
 	$(BIN)/python -m pytest -m "not slow" $(ARGS)
 
 # Everything that needs a CUDA GPU, in one go, into one report (benchmarks/gpu_check.py; README,

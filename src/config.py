@@ -116,6 +116,7 @@ class TrainSchema:
     compile: bool = False
     overwrite: bool = False
     progress_bar: str = "auto"
+    explorer: bool = True
     sample: SampleSchema = field(default_factory=SampleSchema)
     sweep: SweepSchema = field(default_factory=SweepSchema)
     # The groups: each checked by its own schema when its YAML file is composed.

@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from omegaconf import DictConfig
 
 from src.cli import command
-from src.explorer.page import render, write_page
-from src.explorer.payload import check_weights_dtype, file_text, page_payload, validation_text
-from src.training.checkpoint import find_checkpoint, load_trained
-
-
-def run_dir_of(checkpoint: Path) -> Path:
-    return checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint.parent
+from src.explorer.page import write_explorer
+from src.explorer.payload import check_weights_dtype, run_dir_of
+from src.training.checkpoint import find_checkpoint
 
 
 def check_out(out: Path) -> None:
@@ -31,24 +28,12 @@ def check_out(out: Path) -> None:
         raise ValueError(f"out={out} is a folder: give a file name, e.g. out={out / 'explore.html'}")
     if not out.parent.is_dir():
         raise ValueError(f"cannot write out={out}: the folder {out.parent} does not exist")
-    if not os.access(out.parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        raise ValueError(f"cannot write out={out}: permission denied; choose another out=<file.html>")
-
-
-def explore(
-    checkpoint: Path,
-    out: Path,
-    data_dir: str | Path,
-    prompt: str | None = None,
-    text: str | None = None,
-    excerpt_chars: int = 2000,
-    weights: str = "auto",
-) -> Path:
-    """Write the page of `checkpoint` to `out`; return `out`."""
-    trained = load_trained(checkpoint)
-    excerpt = file_text(text, excerpt_chars) if text is not None else validation_text(trained.hparams, data_dir, excerpt_chars)
-    write_page(render(page_payload(trained, checkpoint, excerpt, prompt, weights)), out)
-    return out
+    try:  # the page is written beside its final name, then renamed: try exactly that
+        fd, probe = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ValueError(f"cannot write out={out}: {err.strerror}; choose another out=<file.html>") from None
 
 
 def run(cfg: DictConfig) -> Path:
@@ -59,7 +44,7 @@ def run(cfg: DictConfig) -> Path:
     out = Path(cfg.out).expanduser() if cfg.out is not None else run_dir_of(checkpoint) / "explore.html"
     check_out(out)
     prompt = cfg.prompt.replace("\\n", "\n") if cfg.prompt is not None else None
-    explore(checkpoint, out, cfg.paths.data_dir, prompt, cfg.text, cfg.excerpt_chars, cfg.weights)
+    write_explorer(checkpoint, out, cfg.paths.data_dir, prompt, cfg.text, cfg.excerpt_chars, cfg.weights)
     print(f"checkpoint: {checkpoint}", file=sys.stderr)
     print(f"{out.resolve().as_uri()}")
     return out

@@ -39,7 +39,12 @@ RESULT = "result.json"
 NOT_HYPERPARAMETERS = ("paths.", "hydra.", "ckpt_path", "overwrite", "progress_bar", "sample.", "sweep.")
 # What a sweep job skips unless `sweep.media=true` or the command line sets these keys itself:
 # media cost more than a small job's training, and a sweep is read from its summary.
-MEDIA_OFF = {"callbacks.sample_text": None, "callbacks.attention_maps": None, "sample.max_new_tokens": 0}
+MEDIA_OFF = {
+    "callbacks.sample_text": None,
+    "callbacks.attention_maps": None,
+    "sample.max_new_tokens": 0,
+    "explorer": False,
+}
 
 
 def in_multirun() -> bool:

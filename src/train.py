@@ -38,6 +38,7 @@ from omegaconf import DictConfig, OmegaConf
 from src import preflight, sweeps
 from src.cli import command, fail
 from src.data.datamodule import ShakespeareDataModule
+from src.explorer.page import write_explorer
 from src.model.language_model import count_parameters
 from src.model.sampling import sample_text
 from src.training.callbacks import GracefulInterrupt, LogHyperparams, TokensPerSecond, TrainingInterrupted
@@ -187,6 +188,10 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_pa
             seed=cfg.seed,
         )
         log.info("sample:\n" + text)
+    if cfg.explorer and best_path:
+        out = Path(cfg.paths.output_dir) / "explore.html"
+        page = write_explorer(Path(best_path), out, cfg.paths.data_dir, plan.prompts["sample"])
+        log.info(f"see inside it: open {page.resolve().as_uri()}")
     log.info("watch it: tensorboard --logdir outputs")
     return best
 

@@ -40,6 +40,7 @@ def test_a_2x2_sweep_gives_four_jobs_a_summary_and_a_plot(tmp_path):
         assert "val/loss" in events.Tags()["scalars"]
         assert (job / "checkpoints" / "best.ckpt").is_file() and (job / ".hydra" / "config.yaml").is_file()
         assert json.loads((job / "result.json").read_text())["status"] == "ok"
+        assert not (job / "explore.html").exists()  # media, like the samples: sweep.media=true keeps them
     assert names == {frozenset({f"num_heads={h}", f"embedding_dim={d}"}) for h in (2, 4) for d in (32, 48)}
     summary = (sweep / "summary.md").read_text()
     assert summary.count("| ok |") == 4

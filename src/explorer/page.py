@@ -9,6 +9,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from src.explorer.payload import file_text, page_payload, validation_text
+from src.training.checkpoint import load_trained
+
 STATIC = Path(__file__).parent / "static"
 SCRIPTS = ("model.js", "sampling.js", "views.js")  # in order: views.js uses the other two
 
@@ -43,3 +46,22 @@ def write_page(page: str, out: Path) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_explorer(
+    checkpoint: Path,
+    out: Path,
+    data_dir: str | Path,
+    prompt: str | None = None,
+    text: str | None = None,
+    excerpt_chars: int = 2000,
+    weights: str = "auto",
+) -> Path:
+    """The page of `checkpoint`, written to `out`: what `python -m src.explore` and every training run do."""
+    trained = load_trained(checkpoint)
+    if text is not None:
+        excerpt = file_text(text, excerpt_chars)
+    else:
+        excerpt = validation_text(trained.hparams, data_dir, excerpt_chars)
+    write_page(render(page_payload(trained, checkpoint, excerpt, prompt, weights)), out)
+    return out

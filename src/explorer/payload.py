@@ -6,6 +6,7 @@ Nothing here imports Lightning: a page is made from the checkpoint, its text and
 from __future__ import annotations
 
 import base64
+import logging
 import math
 from dataclasses import asdict
 from pathlib import Path
@@ -58,7 +59,8 @@ def validation_text(hparams: dict[str, Any], data_dir: str | Path, chars: int) -
     tokens = open_corpus(path, data_dir, vocab).tokens
     sizes = split_lengths(len(tokens), split.get("val_fraction", 0.1), split.get("test_fraction", 0.0))
     val = tokens[sizes["train"] : sizes["train"] + sizes["val"]][:chars]
-    return "".join(vocab[i] for i in val.tolist()), f"the first {len(val):,} characters of the validation split of {path}"
+    source = f"the first {len(val):,} characters of the validation split of {path}"
+    return "".join(vocab[i] for i in val.tolist()), source
 
 
 def file_text(path: str | Path, chars: int) -> tuple[str, str]:
@@ -75,12 +77,13 @@ def file_text(path: str | Path, chars: int) -> tuple[str, str]:
 
 def run_history(run_dir: Path) -> dict[str, Any] | None:
     """The val/train loss curves and the text samples of the run's TensorBoard events, if they are there."""
-    events = run_dir / "tensorboard"
-    if not any(events.glob("events.out.tfevents.*")):
+    found = sorted((run_dir / "tensorboard").rglob("events.out.tfevents.*"))  # a sweep job's sit one level down
+    if not found:
         return None
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # only when events exist
 
-    accumulator = EventAccumulator(str(events), size_guidance={"scalars": 0, "tensors": 0})
+    logging.getLogger("tensorboard").setLevel(logging.WARNING)  # not "No path found after ..." in the run's log
+    accumulator = EventAccumulator(str(found[0].parent), size_guidance={"scalars": 0, "tensors": 0})
     accumulator.Reload()
     tags = accumulator.Tags()
 
@@ -99,6 +102,11 @@ def run_history(run_dir: Path) -> dict[str, Any] | None:
     return {"val_loss": curve("val/loss"), "train_loss": curve("train/loss"), "samples": sorted(samples)}
 
 
+def run_dir_of(checkpoint: Path) -> Path:
+    """<run dir>/checkpoints/best.ckpt -> <run dir>; a checkpoint elsewhere -> its folder."""
+    return checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint.parent
+
+
 def first_line(text: str, limit: int) -> str:
     line = text.lstrip("\n").split("\n", 1)[0][:limit]
     return line or text[:1]
@@ -112,7 +120,7 @@ def page_payload(
     weights: str = "auto",
 ) -> dict[str, Any]:
     """The JSON the page reads: the model (config, vocabulary, weights), the excerpt, the run's story."""
-    run_dir = checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint.parent
+    run_dir = run_dir_of(checkpoint)
     best = trained.best_val_loss
     text, source = excerpt
     config = {k: v for k, v in asdict(trained.model.cfg).items() if k not in ("fused", "dropout")}

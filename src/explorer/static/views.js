@@ -526,4 +526,5 @@ window.scratchgpt = {
 wireControls();
 drawAbout();
 update();
+window.scratchgpt.drawn = true; // every view but "Where it fails", which scores its excerpt in the background
 drawFailures();

@@ -1,0 +1,63 @@
+"""Headless Chromium for the explorer's tests and screenshots: Debian's /usr/bin/chromium driven by Playwright.
+
+No browser is downloaded: `make test` installs Debian's package (Makefile, `browser`), and a missing
+browser is an error that says so, never a skipped test.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from playwright.sync_api import Browser, Page, sync_playwright
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
+
+
+def chromium_path() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        raise RuntimeError("Chromium is not installed: `make test` installs it (Debian's chromium package)")
+    return found
+
+
+@contextmanager
+def chromium() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@dataclass
+class Opened:
+    """A page as a user opened it, with what went wrong on the way."""
+
+    page: Page
+    errors: list[str] = field(default_factory=list)  # console errors and uncaught exceptions
+    requests: list[str] = field(default_factory=list)  # every request beyond the file itself (all blocked)
+
+
+def open_page(browser: Browser, path: Path, width: int = 1400, height: int = 1000) -> Opened:
+    """Open `path` from file:// with the network blocked, and wait until the explorer has drawn."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    opened = Opened(page)
+    page.on("console", lambda m: opened.errors.append(f"{m.type}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: opened.errors.append(f"uncaught: {e}"))
+    url = path.resolve().as_uri()
+
+    def block(route):
+        if route.request.url != url:
+            opened.requests.append(route.request.url)
+            return route.abort()
+        return route.continue_()
+
+    page.route("**/*", block)
+    page.goto(url)
+    page.wait_for_function("window.scratchgpt !== undefined && window.scratchgpt.drawn === true")
+    return opened
