@@ -28,10 +28,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("src.sweep_analysis",),  # after a sweep: seed groups, the fit, the tables (numbers only)
     ("src.plots",),  # figures: attention maps, the sweep's summary.png
     ("src.training",),  # the Lightning pieces: LitGPT, callbacks, checkpoints, optimizer
+    ("src.explorer",),  # the explorer page: a checkpoint's model running in one HTML file
     ("src.sweeps",),  # what a run and a sweep job need from Hydra: result.json, run name, resources
     ("src.config",),  # the schemas and the value checks
     ("src.preflight", "src.cli"),  # the checks before a run; what every command shares
-    ("src.train", "src.evaluate", "src.generate", "src.plot_attention"),  # the commands
+    ("src.train", "src.evaluate", "src.generate", "src.plot_attention", "src.explore"),  # the commands
     ("benchmarks",),
     ("src", "tests"),  # unknown modules sit on top, so that they are seen
 ]
