@@ -192,7 +192,7 @@ def register(config_name: str) -> None:
     store.store(group="model", name="seed_schema", node=SeedSchema)
     store.store(group="optimizer", name="adamw_schema", node=AdamWSchema)
     store.store(group="optimizer", name="sgd_schema", node=SGDSchema)
-    data = schema_of(ShakespeareDataModule, "DataSchema", skip=("tokenizer",), _target_="")
+    data = schema_of(ShakespeareDataModule, "DataSchema", skip=("tokenizer", "corpus"), _target_="")
     store.store(group="data", name="data_schema", node=data)
     # Trainer(...) takes every key but the objects train() hands it itself.
     trainer = schema_of(Trainer, "TrainerSchema", skip=TRAINER_SET_BY_TRAIN, _target_="lightning.pytorch.Trainer")

@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from src.config import ConfigError, check_sample, check_values
 from src.data.corpus import resolve_corpus
 from src.data.datamodule import require_two_characters, split_lengths
-from src.data.token_cache import open_corpus
+from src.data.token_cache import EncodedCorpus, open_corpus
 from src.data.tokenizer import CharTokenizer, show_characters
 from src.model.factory import MODELS
 from src.training.checkpoint import find_checkpoint, read_checkpoint
@@ -35,40 +35,36 @@ LOCK = ".lock"
 
 
 @dataclass
-class Corpus:
-    """What a run needs to know of its text before encoding it."""
-
-    path: Path
-    vocab: list[str]
-    length: int
-    opening: str  # the first characters, for prompts that must be in the vocabulary
-
-
-@dataclass
 class Plan:
+    """What the run takes from the checks: the DataModule maps `corpus` (encoded with `tokenizer`)."""
+
     tokenizer: CharTokenizer
     resume: Path | None
     prompts: dict[str, str]  # "sample" and each prompted callback -> the prompt it uses
-    corpus: Corpus
+    corpus: EncodedCorpus
 
 
-def describe_corpus(data: DictConfig) -> Corpus:
-    """The text's vocabulary and length from its token cache (encoded now if this is its first run)."""
+def open_text(data: DictConfig) -> EncodedCorpus:
+    """The text's token cache, mapped (encoded now if this is its first run)."""
     path = resolve_corpus(data.path, data.cache_dir, data.url, data.sha256)
     encoded = open_corpus(path, data.cache_dir)
     require_two_characters(encoded.vocab, path)
+    return encoded
+
+
+def opening(path: Path) -> str:
+    """The text's first characters, the default of prompts that must be in the vocabulary."""
     with open(path, "rb") as f:
-        opening = f.read(1024).decode("utf-8-sig", errors="ignore")
-    return Corpus(path, encoded.vocab, encoded.num_tokens, opening[:256])
+        return f.read(1024).decode("utf-8-sig", errors="ignore")[:256]
 
 
-def check_windows_fit(cfg: DictConfig, corpus: Corpus) -> None:
+def check_windows_fit(cfg: DictConfig, corpus: EncodedCorpus) -> None:
     T = cfg.model.context_window
-    for split, n in split_lengths(corpus.length, cfg.data.val_fraction, cfg.data.test_fraction).items():
+    for split, n in split_lengths(corpus.num_tokens, cfg.data.val_fraction, cfg.data.test_fraction).items():
         if (split != "test" or cfg.data.test_fraction > 0) and n < T + 1:
-            if corpus.length < 4 * (T + 1):
+            if corpus.num_tokens < 4 * (T + 1):
                 raise ConfigError(
-                    f"data.path={corpus.path} has only {corpus.length} characters: a run needs windows of "
+                    f"data.path={corpus.source} has only {corpus.num_tokens} characters: a run needs windows of "
                     f"model.context_window + 1 = {T + 1} characters in each split; use a longer text"
                 )
             name = {"train": "training", "val": "validation"}.get(split, split)
@@ -79,7 +75,7 @@ def check_windows_fit(cfg: DictConfig, corpus: Corpus) -> None:
             )
 
 
-def check_resume(checkpoint: dict[str, Any], path: Path, cfg: DictConfig, corpus: Corpus) -> CharTokenizer:
+def check_resume(checkpoint: dict[str, Any], path: Path, cfg: DictConfig, corpus: EncodedCorpus) -> CharTokenizer:
     """A checkpoint can continue only as the model and optimizer it saved; returns its tokenizer."""
     saved = checkpoint["hyper_parameters"]
     requested = OmegaConf.to_container(cfg.model, resolve=True)
@@ -103,7 +99,7 @@ def check_resume(checkpoint: dict[str, Any], path: Path, cfg: DictConfig, corpus
     unknown = sorted(set(corpus.vocab) - set(tokenizer.vocab))
     if unknown:
         raise ConfigError(
-            f"data.path={corpus.path} has {len(unknown)} character(s) that {path} never saw "
+            f"data.path={corpus.source} has {len(unknown)} character(s) that {path} never saw "
             f"({show_characters(unknown)}): resume on the text the run was trained on, "
             f"or start a new run without ckpt_path"
         )
@@ -140,12 +136,13 @@ def first_line(text: str, limit: int = 40) -> str:
     return line or text[:1]
 
 
-def resolve_prompts(cfg: DictConfig, tokenizer: CharTokenizer, corpus: Corpus) -> dict[str, str]:
-    prompts = {"sample": resolve_prompt("sample.prompt", cfg.sample.prompt, tokenizer, first_line(corpus.opening))}
+def resolve_prompts(cfg: DictConfig, tokenizer: CharTokenizer, text: str) -> dict[str, str]:
+    """Each prompt as its sample will use it; `text`: the opening of the training text, for defaults."""
+    prompts = {"sample": resolve_prompt("sample.prompt", cfg.sample.prompt, tokenizer, first_line(text))}
     for name in PROMPTED_CALLBACKS:
         callback = cfg.callbacks.get(name)
         if callback is not None:
-            default = first_line(corpus.opening) if name == "sample_text" else corpus.opening[:32]
+            default = first_line(text) if name == "sample_text" else text[:32]
             prompts[name] = resolve_prompt(f"callbacks.{name}.prompt", callback.get("prompt"), tokenizer, default)
     if cfg.callbacks.get("sample_text") is not None:
         check_sample("callbacks.sample_text", cfg.callbacks.sample_text)
@@ -191,11 +188,14 @@ def plan(cfg: DictConfig) -> Plan:
     if cfg.ckpt_path is not None:  # before the text: a missing or broken checkpoint is the first thing to say
         resume = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir, prefer="last")
         checkpoint = read_checkpoint(resume)
-    corpus = describe_corpus(cfg.data)
+    corpus = open_text(cfg.data)
     tokenizer = CharTokenizer(corpus.vocab) if checkpoint is None else check_resume(checkpoint, resume, cfg, corpus)
     check_windows_fit(cfg, corpus)
     check_memory(cfg, tokenizer.vocab_size)
-    return Plan(tokenizer, resume, resolve_prompts(cfg, tokenizer, corpus), corpus)
+    prompts = resolve_prompts(cfg, tokenizer, opening(corpus.source))
+    if tokenizer.vocab != corpus.vocab:  # a checkpoint's larger vocabulary: the text encoded with its ids
+        corpus = open_corpus(corpus.source, cfg.data.cache_dir, tokenizer.vocab)
+    return Plan(tokenizer, resume, prompts, corpus)
 
 
 # ---------------------------------------------------------------------------- the run directory

@@ -98,8 +98,8 @@ def build(cfg: DictConfig, plan: preflight.Plan, module_class: type[LitGPT] = Li
     (module_class: their LitGPT variants), so that they measure what a run runs.
     """
     L.seed_everything(cfg.seed, workers=True, verbose=False)
-    datamodule = instantiate(cfg.data, tokenizer=plan.tokenizer)
-    datamodule.setup("fit")  # maps the token cache the plan made (Lightning's own call is then free)
+    datamodule = instantiate(cfg.data, tokenizer=plan.tokenizer, corpus=plan.corpus)
+    datamodule.setup("fit")  # splits the text the plan mapped (Lightning's own call is then free)
     lit = module_class(
         model=OmegaConf.to_container(cfg.model, resolve=True),
         tokenizer=plan.tokenizer.to_dict(),
@@ -132,7 +132,7 @@ def train(cfg: DictConfig) -> float:
     if trainer.is_global_zero:
         log.info(
             f"{cfg.model.kind}: {num_parameters / 1e6:.2f}M parameters | vocab {plan.tokenizer.vocab_size} "
-            f"| {plan.corpus.path.name}: {datamodule.describe()} | {trainer.max_steps} steps of "
+            f"| {plan.corpus.source.name}: {datamodule.describe()} | {trainer.max_steps} steps of "
             f"{cfg.data.batch_size}x{cfg.model.context_window} tokens | run dir {run_dir}"
         )
         if plan.resume is not None:

@@ -214,3 +214,21 @@ def test_an_unwritable_cache_directory_names_the_option(tmp_path):
     blocker.write_text("a file where the cache folder should go")
     with pytest.raises(DataError, match=r"cannot write the token cache of text\.txt.*set data\.cache_dir"):
         open_corpus(source, blocker)
+
+
+def test_a_run_resumed_on_a_text_with_fewer_characters_trains_on_it_with_the_checkpoints_ids(tmp_path):
+    """The plan hands the DataModule the text encoded with the checkpoint's vocabulary, not its own."""
+    from src import preflight
+    from src.train import train
+    from tests.helpers import compose_training
+
+    wide = write(tmp_path, "abcdefgh xyz\n" * 300, "wide.txt")
+    narrow = write(tmp_path, "zyx cab\n" * 300, "narrow.txt")  # fewer characters, in other positions
+    run = tmp_path / "run"
+    tiny = ("trainer.max_steps=4", "trainer.val_check_interval=4", "sample.max_new_tokens=0", "data.val_fraction=0.1")
+    train(compose_training(run, *tiny, data=wide))
+    cfg = compose_training(run, *tiny, "trainer.max_steps=6", f"ckpt_path={run}", data=narrow)
+    plan = preflight.plan(cfg)
+    assert plan.tokenizer.vocab == plan.corpus.vocab == sorted(set("abcdefgh xyz\n"))
+    assert plan.tokenizer.decode(plan.corpus.tokens[:8].tolist()) == "zyx cab\n"
+    assert np.isfinite(train(cfg))

@@ -67,7 +67,9 @@ class ShakespeareDataModule(L.LightningDataModule):
         num_workers: int = 0,
         seed: int = 0,
         tokenizer: CharTokenizer | None = None,
+        corpus: EncodedCorpus | None = None,
     ):
+        """tokenizer, corpus: what the run's plan already read (preflight.plan), so not read again."""
         super().__init__()
         _positive_int("context_window", context_window)
         _positive_int("batch_size", batch_size)
@@ -91,15 +93,16 @@ class ShakespeareDataModule(L.LightningDataModule):
         self.val_tokens, self.sampling = val_tokens, sampling
         self.num_workers, self.seed = num_workers, seed
         self.tokenizer = tokenizer  # given when resuming: the checkpoint's vocabulary wins
-        self.corpus: EncodedCorpus | None = None
+        self.corpus = corpus  # encoded with the tokenizer's vocabulary
         self.splits: dict[str, np.ndarray] = {}
 
-    def corpus_path(self) -> Path:
-        return resolve_corpus(self.path, self.cache_dir, self.url, self.sha256)
-
     def encoded(self) -> EncodedCorpus:
-        vocab = self.tokenizer.vocab if self.tokenizer is not None else None
-        return open_corpus(self.corpus_path(), self.cache_dir, vocab)
+        """The text, encoded and mapped: resolved, and encoded if it has no token cache yet, once."""
+        if self.corpus is None:
+            path = resolve_corpus(self.path, self.cache_dir, self.url, self.sha256)
+            vocab = self.tokenizer.vocab if self.tokenizer is not None else None
+            self.corpus = open_corpus(path, self.cache_dir, vocab)
+        return self.corpus
 
     def prepare_data(self) -> None:
         self.encoded()  # downloads Tiny Shakespeare once, encodes a text once; later runs read the cache
@@ -109,7 +112,7 @@ class ShakespeareDataModule(L.LightningDataModule):
             return
         self.corpus = self.encoded()
         if self.tokenizer is None:
-            require_two_characters(self.corpus.vocab, self.corpus_path())
+            require_two_characters(self.corpus.vocab, self.corpus.source)
             self.tokenizer = CharTokenizer(self.corpus.vocab)
         data = self.corpus.tokens
         sizes = split_lengths(len(data), self.val_fraction, self.test_fraction)

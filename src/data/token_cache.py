@@ -55,6 +55,7 @@ class EncodedCorpus:
     directory: Path
     vocab: list[str]
     tokens: np.ndarray  # np.memmap (n_tokens,), read-only
+    source: Path | None = None  # the text file, as the run named it (set by open_corpus)
 
     @property
     def num_tokens(self) -> int:
@@ -304,4 +305,5 @@ def open_corpus(source: Path, cache_dir: str | Path, vocab: list[str] | None = N
         corpus = load(directory)
         if corpus is None:
             raise DataError(f"the token cache {directory} could not be read back: check the disk and data.cache_dir")
+    corpus.source = source
     return corpus
