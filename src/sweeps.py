@@ -86,9 +86,12 @@ def run_name() -> str:
 
 
 def write_result(output_dir: str | Path, result: dict[str, Any]) -> None:
+    """Atomically: the other ranks of a SLURM job read it while rank 0 writes it (run_job)."""
     path = Path(output_dir) / RESULT
     record = {"overrides": job_overrides(), "run_name": run_name(), **result}
-    path.write_text(json.dumps(record, indent=2, default=float))
+    partial = path.with_name(f".{RESULT}.{os.getpid()}")
+    partial.write_text(json.dumps(record, indent=2, default=float))
+    os.replace(partial, path)
 
 
 def read_result(job_dir: Path) -> dict[str, Any] | None:
@@ -162,6 +165,55 @@ def parallel_jobs(accelerator: str, jobs_per_gpu: int) -> int:
 
 
 OmegaConf.register_new_resolver("parallel_jobs", parallel_jobs, replace=True)
+
+
+def launched_rank() -> int:
+    """This process's rank as the launcher that started it set it (torchrun: RANK; Lightning's own
+    ranks: LOCAL_RANK; srun: SLURM_PROCID; Lightning reads the same variables in this order), or 0.
+    Hydra names the run's files from it before Lightning knows the rank."""
+    for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID"):
+        if os.environ.get(key, "").isdigit():
+            return int(os.environ[key])
+    return 0
+
+
+def launched_run() -> tuple[str, str] | None:
+    """(launcher, run id) when torchrun or srun started this run as several processes, else None.
+
+    Each of them composes the run directory on its own: they agree on one only through an id all
+    share, torchrun's --rdzv-id (TORCHELASTIC_RUN_ID) or SLURM's job and step.
+    """
+    if "TORCHELASTIC_RUN_ID" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        return "torchrun", os.environ["TORCHELASTIC_RUN_ID"]
+    if "SLURM_JOB_ID" in os.environ and int(os.environ.get("SLURM_NTASKS", "1")) > 1:
+        return "slurm", f"{os.environ['SLURM_JOB_ID']}.{os.environ.get('SLURM_STEP_ID', '0')}"
+    return None
+
+
+def run_folder(timestamped: str) -> str:
+    """hydra.run.dir below paths.log_dir: torchrun/<rdzv id> or slurm/<job>.<step> for a run of
+    several launched processes, so every rank finds the same one, else <date>/<time>."""
+    launched = launched_run()
+    return f"{launched[0]}/{launched[1]}" if launched is not None and launched[1] != "none" else timestamped
+
+
+def check_launched_run(run_dir_typed: bool) -> None:
+    """torchrun without --rdzv-id names every run 'none': its ranks could not find one run directory."""
+    launched = launched_run()
+    if launched is not None and launched[1] == "none" and not run_dir_typed:
+        raise ValueError(
+            "torchrun started this run without --rdzv-id, so its ranks cannot agree on one run directory: "
+            "give every torchrun the same --rdzv-id=<name> (the run goes to outputs/torchrun/<name>), "
+            "or the same hydra.run.dir=<folder>"
+        )
+
+
+OmegaConf.register_new_resolver("run_folder", run_folder, replace=True)
+# Only rank 0 writes the run's .hydra/ and train.log; rank k logs to train_rank_k.log.
+OmegaConf.register_new_resolver("rank_zero", lambda value: value if launched_rank() == 0 else None, replace=True)
+OmegaConf.register_new_resolver(
+    "rank_log", lambda name: name if launched_rank() == 0 else f"{name}_rank_{launched_rank()}", replace=True
+)
 
 
 def sweep_size(hydra_cfg: DictConfig) -> int | None:
@@ -276,7 +328,7 @@ def rank_overrides(cfg: DictConfig) -> list[str]:
     """A DDP job's command line for its other ranks: the job's own overrides, the media it switched
     off and the checkpoint it resumes, so every rank builds the job's config and nothing else."""
     typed = job_overrides()
-    extra = [f"{k}={'null' if v is None else v}" for k, v in media_off(cfg).items()]
+    extra = [f"{k}={json.dumps(v)}" for k, v in media_off(cfg).items()]  # null, false, 0 as typed
     if cfg.ckpt_path is not None and not any(o.startswith("ckpt_path=") for o in typed):
         extra.append(f"ckpt_path={cfg.ckpt_path}")
     return [*typed, *extra]
@@ -311,22 +363,35 @@ def ranks_start_as_this_job(cfg: DictConfig) -> Iterator[None]:
 
 
 def run_job(cfg: DictConfig, train: Callable[[DictConfig], float]) -> float | None:
-    """One sweep job: skip it if it already finished, resume it if it was interrupted, contain its failure."""
+    """One sweep job: skip it if it already finished, resume it if it was interrupted, contain its failure.
+
+    Under hydra/launcher=slurm every task of a DDP job runs this; only rank 0 writes result.json,
+    with its decision, and each other rank decides alike: from the record rank 0 started from, or,
+    if rank 0 has already written this attempt's record, from rank 0's decision in it.
+    """
     output_dir = Path(HydraConfig.get().runtime.output_dir)
+    rank_zero, attempt = launched_rank() == 0, "/".join(launched_run() or ()) or None
     done = read_result(output_dir)
-    same_job = done is not None and done.get("overrides") == job_overrides() and not cfg.overwrite
-    if same_job and done.get("status") == "ok":
-        log.info(
-            f"{output_dir} already finished (best val loss {done['best_val_loss']:.4f}): kept; overwrite=true reruns it"
-        )
-        return done["best_val_loss"]
-    last = output_dir / "checkpoints" / "last.ckpt"
-    if same_job and done.get("status") == "running" and last.is_file() and cfg.ckpt_path is None:
-        log.info(f"{output_dir} was interrupted: resuming it from {last}")
+    if not rank_zero and attempt is not None and done is not None and done.get("attempt") == attempt:
+        resume = done.get("resumed_from")
+    else:
+        same_job = done is not None and done.get("overrides") == job_overrides() and not cfg.overwrite
+        if same_job and done.get("status") == "ok":
+            log.info(
+                f"{output_dir} already finished (best val loss {done['best_val_loss']:.4f}): kept; "
+                f"overwrite=true reruns it"
+            )
+            return done["best_val_loss"]
+        last = output_dir / "checkpoints" / "last.ckpt"
+        interrupted = same_job and done.get("status") == "running" and last.is_file() and cfg.ckpt_path is None
+        resume = str(last) if interrupted else None
+    if resume is not None:
+        log.info(f"{output_dir} was interrupted: resuming it from {resume}")
         cfg = copy.deepcopy(cfg)
         with open_dict(cfg):
-            cfg.ckpt_path = str(last)
-    write_result(output_dir, {"status": "running"})  # what a rerun finds if this job is interrupted
+            cfg.ckpt_path = resume
+    if rank_zero:  # what a rerun finds if this job is interrupted
+        write_result(output_dir, {"status": "running", "attempt": attempt, "resumed_from": resume})
     try:
         configure_job_resources(cfg)
         with ranks_start_as_this_job(cfg):
@@ -337,7 +402,8 @@ def run_job(cfg: DictConfig, train: Callable[[DictConfig], float]) -> float | No
             log.error("".join(traceback.format_exception(err)))
             reason = f"{type(err).__name__}: {reason}"
         print(f"error: job {HydraConfig.get().job.num} ({run_name()}): {reason}", file=sys.stderr)
-        write_result(output_dir, {"status": "failed", "reason": reason})
+        if rank_zero:
+            write_result(output_dir, {"status": "failed", "reason": reason})
         return None
 
 

@@ -230,6 +230,7 @@ checked: dict[str, preflight.Plan] = {}
 def check_before_hydra(cfg: DictConfig, argv: list[str]) -> None:
     """Refuse a bad single run before Hydra creates its directory: nothing is written."""
     run_dirs = [a.split("=", 1)[1] for a in argv if a.startswith("hydra.run.dir=")]
+    sweeps.check_launched_run(bool(run_dirs))
     preflight.check_writable(run_dirs[-1] if run_dirs else cfg.paths.log_dir)
     if run_dirs and rank_zero_only.rank == 0:  # DDP's other ranks join the run that rank 0 holds
         preflight.check_not_in_use(run_dirs[-1])

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -85,12 +87,12 @@ def test_lightning_starts_a_ddp_jobs_ranks_as_the_job_not_as_the_sweep(sweep_job
     with sweeps.ranks_start_as_this_job(cfg):
         command, cwd = _hydra_subprocess_cmd(local_rank=1)
     assert "model.num_heads=1,2" not in command and command.count("-m") <= 1  # `-m module` at most
-    assert command[-8:] == [
+    media_off = [f"{k}={json.dumps(v)}" for k, v in sweeps.MEDIA_OFF.items()]  # off on every rank
+    assert "callbacks.sample_text=null" in media_off and "sample.max_new_tokens=0" in media_off
+    assert command[-5 - len(media_off) :] == [
         "trainer=ddp_cpu",
         "model.num_heads=2",
-        "callbacks.sample_text=null",  # the media the job switched off, off on every rank
-        "callbacks.attention_maps=null",
-        "sample.max_new_tokens=0",
+        *media_off,
         f'hydra.run.dir="{tmp_path / "1"}"',
         "hydra.job.name=train_ddp_process_1",
         "hydra.output_subdir=null",
@@ -141,3 +143,134 @@ def test_a_sweep_of_ddp_jobs_runs_each_job_once_on_two_ranks(tmp_path):
         assert (job / "train_ddp_process_1.log").is_file()  # rank 1 ran in the job's directory, logging apart
     assert not (tmp_path / "multirun").exists() and not list(tmp_path.glob("20*"))  # no stray run directories
     assert (sweep / "summary.md").read_text().count("| ok |") == 2
+
+
+# ---------------------------------------------------------------- 3, 4. torchrun and srun ranks
+
+LAUNCHED = {
+    "torchrun rank 0": (
+        {"TORCHELASTIC_RUN_ID": "r7", "WORLD_SIZE": "2", "RANK": "0"},
+        "torchrun/r7",
+        ".hydra",
+        "train",
+    ),
+    "torchrun rank 1": (
+        {"TORCHELASTIC_RUN_ID": "r7", "WORLD_SIZE": "2", "RANK": "1"},
+        "torchrun/r7",
+        None,
+        "train_rank_1",
+    ),
+    "srun task 2": (
+        {"SLURM_JOB_ID": "41", "SLURM_STEP_ID": "3", "SLURM_NTASKS": "4", "SLURM_PROCID": "2"},
+        "slurm/41.3",
+        None,
+        "train_rank_2",
+    ),
+    "one srun task": ({"SLURM_JOB_ID": "41", "SLURM_NTASKS": "1", "SLURM_PROCID": "0"}, None, ".hydra", "train"),
+    "no launcher": ({}, None, ".hydra", "train"),
+}
+
+
+@pytest.mark.parametrize("case", LAUNCHED)
+def test_launched_ranks_share_one_run_directory_and_only_rank_zero_writes_the_runs_files(case, monkeypatch):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from src.cli import CONFIG_DIR
+    from src.config import register
+
+    env, folder, subdir, log_name = LAUNCHED[case]
+    for key in ("TORCHELASTIC_RUN_ID", "WORLD_SIZE", "RANK", "LOCAL_RANK", *(k for k in os.environ if "SLURM" in k)):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    register("train")
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        hydra_cfg = hydra_compose("train", ["paths.log_dir=/runs"], return_hydra_config=True).hydra
+    if folder is None:
+        assert re.fullmatch(r"/runs/\d{4}-\d\d-\d\d/\d\d-\d\d-\d\d", hydra_cfg.run.dir)
+    else:
+        assert hydra_cfg.run.dir == f"/runs/{folder}"
+    assert (hydra_cfg.output_subdir, hydra_cfg.job.name) == (subdir, log_name)  # <name>.log beside the run
+
+
+def test_torchrun_without_a_run_id_is_refused_naming_what_works(tmp_path, monkeypatch, capsys):
+    for key, value in {"TORCHELASTIC_RUN_ID": "none", "WORLD_SIZE": "2", "RANK": "0"}.items():
+        monkeypatch.setenv(key, value)
+    refused = run_in_process(monkeypatch, capsys, train_main, tiny_training(tmp_path / "outputs", "trainer=ddp_cpu"))
+    assert_refused(refused, r"torchrun started this run without --rdzv-id.*--rdzv-id=<name>.*hydra.run.dir")
+    assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize("before", ["running", "failed"])
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_every_task_of_a_slurm_job_resumes_alike_and_only_rank_zero_writes_result_json(
+    sweep_job, monkeypatch, tmp_path, before, order
+):
+    cfg = sweep_job("model.num_heads=2")
+    job = tmp_path / "0"
+    (job / "checkpoints").mkdir(parents=True)
+    (job / "checkpoints" / "last.ckpt").write_bytes(b"a checkpoint")
+    sweeps.write_result(job, {"status": before})  # an earlier attempt, interrupted or failed
+    for key, value in {"SLURM_JOB_ID": "41", "SLURM_STEP_ID": "0", "SLURM_NTASKS": "2"}.items():
+        monkeypatch.setenv(key, value)
+    resumed = {}
+    for rank in order:
+        monkeypatch.setenv("SLURM_PROCID", str(rank))
+        written = (job / "result.json").read_text()
+
+        def train(c, rank=rank) -> float:
+            resumed[rank] = c.ckpt_path
+            return 1.5
+
+        assert sweeps.run_job(cfg, train) == 1.5
+        if rank != 0:
+            assert (job / "result.json").read_text() == written  # rank 1 wrote nothing
+    expected = str(job / "checkpoints" / "last.ckpt") if before == "running" else None
+    assert resumed == {0: expected, 1: expected}  # a rank that read rank 0's record follows its decision
+    record = json.loads((job / "result.json").read_text())
+    assert record["attempt"] == "slurm/41.0" and record["resumed_from"] == expected
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_torchrun_nodes_on_localhost_train_as_one_process_with_their_global_batch(tmp_path):
+    """Two torchrun agents (--nnodes=2, one process each, gloo on 127.0.0.1) against one process with
+    the same global batch: epoch sampling gives the two ranks' 8 windows the single run's 16."""
+    run = ["data.sampling=epoch", "model.num_layers=1", "trainer.max_steps=8", "trainer.val_check_interval=8"]
+    run += ["sample.max_new_tokens=0", "callbacks.sample_text=null", "callbacks.attention_maps=null", "explorer=false"]
+    single = run_cli("train", *tiny_training(tmp_path / "single", *run, "data.batch_size=16"))
+    assert single.returncode == 0, single.stderr[-3000:]
+    (single_result,) = (tmp_path / "single").glob("*/*/result.json")
+
+    log_dir, port = tmp_path / "nodes", free_port()
+    args = tiny_training(log_dir, "trainer=ddp_cpu", "trainer.devices=1", "trainer.num_nodes=2", *run)
+    agents = [
+        subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1", f"--node_rank={rank}"]
+            + ["--master_addr=127.0.0.1", f"--master_port={port}", "--rdzv-id=two-nodes", "-m", "src.train", *args],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
+    outputs = [agent.communicate(timeout=600)[0] for agent in agents]
+    assert [agent.returncode for agent in agents] == [0, 0], outputs[0][-2000:] + outputs[1][-2000:]
+    run_dir = log_dir / "torchrun" / "two-nodes"
+    assert [p.relative_to(log_dir) for p in log_dir.rglob("result.json")] == [
+        run_dir.relative_to(log_dir) / "result.json"
+    ]
+    assert (run_dir / ".hydra" / "config.yaml").is_file() and (run_dir / "train.log").is_file()
+    assert "best val loss" in (run_dir / "train.log").read_text()  # rank 0 logs the run
+    assert (run_dir / "train_rank_1.log").is_file()  # rank 1 logs apart and writes nothing else
+    assert len(list((run_dir / "tensorboard").glob("events.out.tfevents.*"))) == 1
+    ours, theirs = json.loads((run_dir / "result.json").read_text()), json.loads(single_result.read_text())
+    assert ours["steps"] == theirs["steps"] == 8
+    assert ours["best_val_loss"] == pytest.approx(theirs["best_val_loss"], abs=1e-4)
