@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from src.model.factory import build_model
+from src.model import build_model
 
 SIZES = {"baby": (4, 4, 128, 64), "notes": (1, 5, 60, 10)}  # layers, heads, dims, block
 BATCH, VOCAB, WARMUP = 12, 65, 30

@@ -199,7 +199,7 @@ def _default_model(**overrides):
     from omegaconf import OmegaConf
 
     from src.cli import compose
-    from src.model.factory import build_model
+    from src.model import build_model
 
     config = OmegaConf.to_container(compose("train", []).model, resolve=True) | overrides
     torch.manual_seed(0)

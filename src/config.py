@@ -221,7 +221,7 @@ def _finite(key: str, value: float, low: float, must: str, strict: bool = False)
 
 def check_model(model: DictConfig) -> None:
     """The model config's own checks (sizes, heads dividing the width, ...), without building it."""
-    from src.model.factory import MODELS
+    from src.model import MODELS
 
     options = OmegaConf.to_container(model, resolve=True)
     MODELS[options.pop("kind")][1](vocab_size=2, **options)  # its __post_init__ raises, naming the field

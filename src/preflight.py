@@ -27,7 +27,7 @@ from src.data.corpus import resolve_corpus
 from src.data.datamodule import require_two_characters, split_lengths
 from src.data.token_cache import EncodedCorpus, open_corpus
 from src.data.tokenizer import CharTokenizer, show_characters
-from src.model.factory import MODELS
+from src.model import MODELS
 from src.training.checkpoint import find_checkpoint, read_checkpoint
 
 PROMPTED_CALLBACKS = ("sample_text", "attention_maps")

@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 
 from src.cli import CONFIG_DIR, compose, composer, point_composer
 from src.data.datamodule import ShakespeareDataModule
-from src.model.factory import build_model
+from src.model import build_model
 
 
 def options(group: str) -> list[str]:

@@ -10,7 +10,7 @@ import torch
 
 from src.data.tokenizer import CharTokenizer
 from src.explorer.page import write_explorer
-from src.model.factory import build_model
+from src.model import build_model
 from src.model.sampling import next_token_distribution
 from src.training.checkpoint import load_trained
 from tests.browser import chromium, open_page

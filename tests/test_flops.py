@@ -9,7 +9,7 @@ import torch
 from lightning.fabric.utilities.throughput import measure_flops
 from torch.utils.data import DataLoader, TensorDataset
 
-from src.model.factory import build_model
+from src.model import build_model
 from src.training import callbacks
 from src.training.flops import Throughput, compute_dtype, matmul_weights, peak_flops, training_flops_per_token
 from src.training.lit_gpt import LitGPT

@@ -8,7 +8,7 @@ import torch
 
 from src.data.datamodule import ShakespeareDataModule
 from src.data.windows import IGNORE
-from src.model.factory import build_model
+from src.model import build_model
 from src.training import scoring
 from src.training.lit_gpt import LitGPT
 from src.training.scoring import MIN_PART_TOKENS, _workers, parts_and_threads, score, score_on_every_core

@@ -15,10 +15,9 @@ from torch import Tensor, nn
 
 from src.model.attention import MultiHeadAttention
 from src.model.checks import check_heads, check_positive
-from src.model.embedding import TokenAndPositionEmbedding
 from src.model.kv_cache import KVCache
 from src.model.language_model import CausalLanguageModel
-from src.model.layers import MLP, LayerNorm
+from src.model.layers import MLP, LayerNorm, TokenAndPositionEmbedding
 
 
 @dataclass

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from src.data.tokenizer import CharTokenizer
-from src.model.factory import build_model
+from src.model import build_model
 from src.model.language_model import CausalLanguageModel
 
 

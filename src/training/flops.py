@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from src.model.attention import MultiHeadAttention, SingleHeadSelfAttention
-from src.model.embedding import TokenAndPositionEmbedding
+from src.model.layers import TokenAndPositionEmbedding
 from src.training.callbacks import TokensPerSecond
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from src.data.tokenizer import CharTokenizer
 from src.data.windows import IGNORE
-from src.model.factory import build_model
+from src.model import build_model
 from src.training.callbacks import is_logging_step, was_logging_step
 from src.training.checkpoint import load_weights, read_checkpoint
 from src.training.optim import apply_settings, build_optimizer, build_schedule

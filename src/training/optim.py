@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from src.model.embedding import TokenAndPositionEmbedding
+from src.model.layers import TokenAndPositionEmbedding
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
