@@ -296,6 +296,20 @@ def check_evaluate(cfg: DictConfig, argv: list[str]) -> None:
             _positive_int(key, cfg[key], "or null")
 
 
+def check_precision(cfg: DictConfig) -> None:
+    """fp16 scales the loss and a fused AdamW unscales the gradients inside its own step, after the
+    clipping of LitGPT.configure_gradient_clipping: it would clip gradients still scaled by 2^16.
+    (Lightning refuses this pairing in its own clipping, which ours replaces.) On the CPU Lightning
+    trains 16-mixed as bf16-mixed, without a scaler."""
+    precision, clip = str(cfg.trainer.precision), cfg.trainer.gradient_clip_val
+    if precision in ("16", "16-mixed") and cfg.optimizer.get("fused") and clip and cfg.trainer.accelerator != "cpu":
+        raise ConfigError(
+            f"trainer.precision={precision} with optimizer.fused=true cannot clip (trainer.gradient_clip_val={clip}): "
+            f"the fused AdamW unscales the gradients inside its step, after clipping; set optimizer.fused=false, "
+            f"trainer.precision=bf16-mixed, or trainer.gradient_clip_val=0"
+        )
+
+
 def check_values(cfg: DictConfig) -> None:
     """Ranges and relations of a composed train config; raises ConfigError naming the key."""
     if not 0 <= cfg.seed < 2**32:
@@ -306,6 +320,7 @@ def check_values(cfg: DictConfig) -> None:
     check_data(cfg.data)
     check_optimizer(cfg.optimizer)
     check_trainer(cfg.trainer)
+    check_precision(cfg)
     check_sample("sample", cfg.sample)
     from src.sweeps import check_sweep_config
 

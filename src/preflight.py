@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from src.config import ConfigError, check_sample, check_values
 from src.data.corpus import resolve_corpus
@@ -159,24 +159,64 @@ def memory_needed(cfg: DictConfig, vocab_size: int) -> float:
     return 16.0 * parameters + 4.0 * activations
 
 
+def training_device(trainer_cfg: DictConfig) -> str | None:
+    """The device kind trainer.accelerator takes here, as Lightning picks it (cuda, mps or cpu), or None
+    when it asks for one this machine lacks."""
+    accelerator = str(trainer_cfg.accelerator)
+    if accelerator in ("gpu", "cuda", "auto") and torch.cuda.is_available():
+        return "cuda"
+    if accelerator in ("gpu", "mps", "auto") and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu" if accelerator in ("cpu", "auto") else None
+
+
+def device_memory(trainer_cfg: DictConfig) -> tuple[float, str]:
+    """Bytes one training process may use, and where: each GPU holds a whole replica under DDP, so the
+    smallest GPU it uses; on a CPU (and Apple's unified memory) the machine's RAM."""
+    if training_device(trainer_cfg) == "cuda":
+        devices = trainer_cfg.devices
+        indices = list(devices) if isinstance(devices, (list, ListConfig)) else range(torch.cuda.device_count())
+        smallest = min(indices, key=lambda i: torch.cuda.get_device_properties(i).total_memory)
+        properties = torch.cuda.get_device_properties(smallest)
+        return float(properties.total_memory), f"GPU {smallest}'s ({properties.name})"
+    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")), "this machine's"
+
+
 def check_memory(cfg: DictConfig, vocab_size: int) -> None:
-    """Refuse a model or batch that could never fit this machine's memory, before trying."""
-    available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    """Refuse a model or batch that could never fit the training device's memory, before trying."""
+    available, where = device_memory(cfg.trainer)
     needed = memory_needed(cfg, vocab_size)
     if needed > available:
         keys = [k for k in ("num_layers", "embedding_dim", "mlp_ratio", "context_window") if k in cfg.model]
         sizes = [f"model.{k}={cfg.model[k]}" for k in keys] + [f"data.batch_size={cfg.data.batch_size}"]
         raise ConfigError(
-            f"{', '.join(sizes)} need about {needed / 2**30:,.0f} GiB to train, more than this machine's "
+            f"{', '.join(sizes)} need about {needed / 2**30:,.0f} GiB to train, more than {where} "
             f"{available / 2**30:,.0f} GiB: choose a smaller model or batch"
         )
 
 
 def check_accelerator(trainer_cfg: DictConfig) -> None:
-    if trainer_cfg.accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+    """The accelerator and device count must exist here (Lightning would stop with a traceback)."""
+    device = training_device(trainer_cfg)
+    if device is None:
         raise ConfigError(
-            "trainer=gpu asks for a GPU but none is available: use trainer=cpu, "
+            f"trainer.accelerator={trainer_cfg.accelerator} asks for a GPU but none is available: use trainer=cpu, "
             "or trainer=default, which takes a GPU only when there is one"
+        )
+    devices = trainer_cfg.devices
+    count = {"cuda": torch.cuda.device_count(), "mps": 1}.get(device)
+    if count is None or devices in (-1, "-1", "auto"):
+        return
+    wanted = list(devices) if isinstance(devices, (list, ListConfig)) else None
+    if wanted is not None and any(not isinstance(i, int) or not 0 <= i < count for i in wanted):
+        raise ConfigError(
+            f"trainer.devices={wanted} names a {device} device this machine lacks: it has {count} "
+            f"({', '.join(map(str, range(count)))}); name those, or trainer.devices=-1 for all"
+        )
+    if wanted is None and isinstance(devices, int) and devices > count:
+        raise ConfigError(
+            f"trainer.devices={devices} asks for {devices} {device} devices, but this machine has {count}: "
+            f"use trainer.devices={count} (or -1 for all of them)"
         )
 
 

@@ -122,3 +122,18 @@ class SignalAt(Callback):
         if trainer.global_step == self.step and batch_idx == 0:
             for _ in range(self.times):
                 os.kill(os.getpid(), self.signum)
+
+
+class NaNOnRank(Callback):
+    """Turns rank `rank`'s weights NaN as optimizer step `step` starts, so only its loss is NaN there
+    (the others follow a step later, through the averaged gradients): add it to a DDP run with
+    `+callbacks.nan._target_=tests.helpers.NaNOnRank +callbacks.nan.rank=1 +callbacks.nan.step=2`."""
+
+    def __init__(self, rank: int, step: int):
+        self.rank, self.step = rank, step
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if trainer.global_rank == self.rank and trainer.global_step == self.step:
+            with torch.no_grad():
+                for parameter in pl_module.parameters():
+                    parameter.fill_(float("nan"))

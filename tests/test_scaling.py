@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hydra.core.hydra_config import HydraConfig
@@ -274,3 +275,129 @@ def test_two_torchrun_nodes_on_localhost_train_as_one_process_with_their_global_
     ours, theirs = json.loads((run_dir / "result.json").read_text()), json.loads(single_result.read_text())
     assert ours["steps"] == theirs["steps"] == 8
     assert ours["best_val_loss"] == pytest.approx(theirs["best_val_loss"], abs=1e-4)
+
+
+# ---------------------------------------------------------------- 6, 7. NaN and signals under DDP
+
+
+@pytest.mark.slow
+def test_a_nan_on_one_ddp_rank_stops_every_rank_naming_its_step(tmp_path):
+    nan_on_rank_1 = [
+        "+callbacks.nan._target_=tests.helpers.NaNOnRank",
+        "+callbacks.nan.rank=1",
+        "+callbacks.nan.step=2",
+    ]
+    args = ["trainer.max_steps=10", "trainer.val_check_interval=10", "trainer.log_every_n_steps=5", *nan_on_rank_1]
+    result = run_cli("train", *tiny_training(tmp_path, "trainer=ddp_cpu", "model.num_layers=1", *args))
+    assert result.returncode == 2, result.stderr[-3000:]
+    # Rank 0's own loss goes NaN only at step 3; a flag DDP re-broadcast from rank 0 said 3.
+    assert "error: the training loss became NaN or infinite at step 2:" in result.stderr
+    assert not list(tmp_path.rglob("*.ckpt"))  # nothing diverged was saved
+
+
+class FakeStrategy:
+    def __init__(self) -> None:
+        self.reductions = 0
+
+    def reduce_boolean_decision(self, decision: bool, all: bool = True) -> bool:
+        self.reductions += 1  # under DDP: one all-reduce, a host sync
+        return decision
+
+
+def test_ranks_agree_on_a_signal_at_log_steps_only(tmp_path):
+    """Under DDP the signal check all-reduces: at log steps only, where every rank checks alike."""
+    import signal as signals
+
+    from src.training.callbacks import GracefulInterrupt
+
+    interrupt = GracefulInterrupt()
+    trainer = SimpleNamespace(world_size=2, log_every_n_steps=5, global_step=0, strategy=FakeStrategy())
+    trainer.save_checkpoint = lambda path, weights_only: None
+    trainer.callbacks, trainer.default_root_dir = [], str(tmp_path)
+    saved_at = None
+    for step in range(1, 13):
+        trainer.global_step = step
+        if step == 3:
+            interrupt._handle(signals.SIGTERM, None)  # this rank's signal, mid-way between log steps
+        interrupt.on_train_batch_end(trainer, None, None, None, step)
+        if interrupt.saved_to is not None and saved_at is None:
+            saved_at = step
+    assert trainer.strategy.reductions == 1 and saved_at == 5  # 12 steps, log steps 5 and 10: one sync
+
+    alone = GracefulInterrupt()  # one process: nothing to agree on, it stops at the next step
+    trainer.world_size, trainer.strategy, trainer.global_step = 1, FakeStrategy(), 3
+    alone._handle(signals.SIGTERM, None)
+    alone.on_train_batch_end(trainer, None, None, None, 3)
+    assert alone.saved_to is not None and trainer.strategy.reductions == 1
+
+
+# ---------------------------------------------------------------- 9, 11. fp16 clipping, torch's minimum
+
+
+def test_fp16_with_a_fused_adamw_and_clipping_is_refused_on_a_gpu():
+    fp16 = ["trainer=gpu", "trainer.precision=16-mixed"]
+    with pytest.raises(ValueError, match=r"trainer.precision=16-mixed with optimizer.fused=true cannot clip.*"):
+        check_values(compose("train", fp16))
+    for works in (["optimizer.fused=false"], ["trainer.gradient_clip_val=0"], ["trainer.precision=bf16-mixed"]):
+        check_values(compose("train", [*fp16, *works]))
+    check_values(compose("train", ["trainer=cpu", "trainer.precision=16-mixed"]))  # Lightning: bf16 on a CPU
+
+
+# The torch APIs the code calls that arrived after torch 2.0, and the release that brought each.
+TORCH_APIS = {
+    "torch.nn.utils.get_total_norm": (2, 6),
+    "torch.optim.AdamW(fused=True) on the CPU": (2, 4),
+    "torch.is_autocast_enabled(device_type)": (2, 4),
+}
+
+
+def test_pyproject_asks_for_the_torch_that_has_every_api_the_code_calls():
+    import torch
+
+    (pin,) = re.findall(r'"(torch>=[^"]*)"', (ROOT / "pyproject.toml").read_text())
+    minimum = tuple(int(n) for n in re.fullmatch(r"torch>=(\d+)\.(\d+)", pin).groups())
+    assert minimum >= max(TORCH_APIS.values()), pin
+    assert callable(torch.nn.utils.get_total_norm)
+    sources = "\n".join(p.read_text() for p in (ROOT / "src").rglob("*.py"))
+    assert "get_total_norm" in sources  # still called: drop it from the list when it is not
+
+
+# ---------------------------------------------------------------- 8. the GPU's memory and count
+
+
+def simulate_gpus(monkeypatch, count: int, gib: float) -> None:
+    """torch reports `count` CUDA GPUs of `gib` GiB each (none of them is ever used)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    properties = SimpleNamespace(total_memory=int(gib * 2**30), name="Simulated GPU")
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: properties)
+
+
+GPU_CASES = {
+    "model fits the RAM, not the GPU": (
+        ["trainer=gpu", "model.embedding_dim=2048", "model.num_layers=8", "data.batch_size=64"],
+        r"need about \d+ GiB to train, more than GPU 0's \(Simulated GPU\) 2 GiB: choose a smaller model or batch",
+    ),
+    "more devices than GPUs": (
+        ["trainer=ddp", "trainer.devices=4"],
+        r"trainer.devices=4 asks for 4 cuda devices, "
+        r"but this machine has 1: use trainer.devices=1 \(or -1 for all of them\)",
+    ),
+    "a GPU index it lacks": (
+        ["trainer=gpu", "trainer.devices=[1]"],
+        r"trainer.devices=\[1\] names a cuda device "
+        r"this machine lacks: it has 1 \(0\)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", GPU_CASES)
+def test_a_run_the_gpus_cannot_hold_is_refused_in_one_line(case, tmp_path, monkeypatch, capsys):
+    overrides, pattern = GPU_CASES[case]
+    simulate_gpus(monkeypatch, count=1, gib=2)
+    args = tiny_training(tmp_path / "outputs", *overrides, "trainer.precision=32-true")
+    assert_refused(run_in_process(monkeypatch, capsys, train_main, args), pattern)
+    assert not (tmp_path / "outputs").exists()
+    assert check_values(compose("train", overrides)) is None  # the values alone are fine: the machine is not

@@ -162,7 +162,8 @@ class GracefulInterrupt(L.Callback):
     The signal is acted on between two steps, where the checkpoint holds everything a resume
     needs (weights, optimizer, schedule, step, data position, RNG), so `python -m src.train
     ckpt_path=<run dir>` carries on as if nothing happened. A signal during or after the last
-    step is acted on by train() once fit returns. A second signal stops at once.
+    step is acted on by train() once fit returns. A second signal stops at once. Under DDP the
+    ranks agree on it at the next log step (trainer.log_every_n_steps), whichever rank got it.
     """
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -203,7 +204,9 @@ class GracefulInterrupt(L.Callback):
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        if self.saved_to is None and self.signalled(trainer):
+        # Several ranks agree at log steps only (the check is an all-reduce, a host sync), where
+        # every rank checks alike, so all stop at the same step; one process acts at once.
+        if self.saved_to is None and (trainer.world_size == 1 or was_logging_step(trainer)) and self.signalled(trainer):
             self.saved_to = self.last_path(trainer)
             trainer.save_checkpoint(self.saved_to, weights_only=False)  # a full, resumable state
 

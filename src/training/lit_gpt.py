@@ -41,6 +41,9 @@ def log_at_step(trainer: L.Trainer, metrics: dict[str, float]) -> None:
             logger.log_metrics(metrics, step=trainer.global_step)
 
 
+NEVER = 2**62  # first_nonfinite_step before any loss was NaN or infinite
+
+
 class NonFiniteLossError(ValueError):
     """Training diverged; the message names the step and what to change."""
 
@@ -66,25 +69,34 @@ class LitGPT(L.LightningModule):
         self.best_val_loss = math.inf
         self._parameter_list: list[torch.nn.Parameter] | None = None  # what clipping sees, listed once
         self.trained_steps = 0  # set by from_checkpoint: the optimizer steps behind these weights
-        # The first optimizer step whose loss was NaN or infinite, kept on the device so that
-        # watching for it costs no host sync; read at log steps and before every save.
-        self.register_buffer("first_nonfinite_step", torch.tensor(-1), persistent=False)
+        # The first optimizer step whose loss was NaN or infinite (NEVER: none yet), kept on the
+        # device so that watching for it costs no host sync; read at log steps and before every
+        # save. Not a buffer: DDP re-broadcasts buffers from rank 0 before every forward, which
+        # would erase what another rank saw.
+        self._first_nonfinite_step: Tensor | None = None
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         x, y = batch  # (B, T) each
         _, loss = self.model(x, y)
-        bad = ~torch.isfinite(loss.detach()) & (self.first_nonfinite_step < 0)
-        self.first_nonfinite_step = torch.where(bad, self.global_step, self.first_nonfinite_step)
+        first = self.first_nonfinite_step(loss.device)
+        bad = ~torch.isfinite(loss.detach()) & (first == NEVER)
+        self._first_nonfinite_step = torch.where(bad, self.global_step, first)
         if is_logging_step(self.trainer):
             self.log("train/loss", loss, prog_bar=True)
             self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"])  # the rate of this step
         return loss
 
+    def first_nonfinite_step(self, device: torch.device | None = None) -> Tensor:
+        if self._first_nonfinite_step is None:
+            self._first_nonfinite_step = torch.tensor(NEVER, device=device or self.device)
+        return self._first_nonfinite_step
+
     def check_finite(self) -> None:
-        """Stop with the step at which the loss went NaN/inf, before anything is saved."""
-        # Every rank must agree, or one would stop while the others wait for it forever.
-        step = int(self.trainer.strategy.reduce(self.first_nonfinite_step, reduce_op="max"))
-        if step >= 0:
+        """Stop with the step at which the loss went NaN/inf on any rank, before anything is saved."""
+        # Every rank must agree, or one would stop while the others wait for it forever; the
+        # earliest step of any rank is where it happened.
+        step = int(self.trainer.strategy.reduce(self.first_nonfinite_step().clone(), reduce_op="min"))
+        if step != NEVER:
             raise NonFiniteLossError(
                 f"the training loss became NaN or infinite at step {step}: stopped without saving, so the "
                 f"checkpoints on disk are the last good ones; lower optimizer.lr or keep trainer.gradient_clip_val"
