@@ -175,8 +175,10 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_pa
     if validated:
         log.info(f"best val loss {best:.4f} -> {best_path}")
     s = cfg.sample
+    # best.ckpt, loaded once for the sample and the explorer page
+    trained = load_trained(best_path) if best_path and (s.max_new_tokens > 0 or cfg.explorer) else None
     if s.max_new_tokens > 0:
-        model = load_trained(best_path).model if best_path else lit.model.eval()
+        model = trained.model if trained else lit.model.eval()
         text = sample_text(
             model,
             plan.tokenizer,
@@ -190,7 +192,7 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_pa
         log.info("sample:\n" + text)
     if cfg.explorer and best_path:
         out = Path(cfg.paths.output_dir) / "explore.html"
-        page = write_explorer(Path(best_path), out, cfg.paths.data_dir, plan.prompts["sample"])
+        page = write_explorer(Path(best_path), out, cfg.paths.data_dir, plan.prompts["sample"], trained=trained)
         log.info(f"see inside it: open {page.resolve().as_uri()}")
     log.info("watch it: tensorboard --logdir outputs")
     return best

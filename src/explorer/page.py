@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from src.explorer.payload import file_text, page_payload, validation_text
-from src.training.checkpoint import load_trained
+from src.training.checkpoint import Trained, load_trained
 
 STATIC = Path(__file__).parent / "static"
 SCRIPTS = ("model.js", "sampling.js", "views.js")  # in order: views.js uses the other two
@@ -56,9 +56,12 @@ def write_explorer(
     text: str | None = None,
     excerpt_chars: int = 2000,
     weights: str = "auto",
+    trained: Trained | None = None,
 ) -> Path:
-    """The page of `checkpoint`, written to `out`: what `python -m src.explore` and every training run do."""
-    trained = load_trained(checkpoint)
+    """The page of `checkpoint`, written to `out`: what `python -m src.explore` and every training run do.
+
+    trained: the checkpoint already loaded (a training run's final sample loaded it), else it is loaded here."""
+    trained = trained or load_trained(checkpoint)
     if text is not None:
         excerpt = file_text(text, excerpt_chars)
     else:

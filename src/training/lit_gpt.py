@@ -22,7 +22,7 @@ from src.data.tokenizer import CharTokenizer
 from src.data.windows import IGNORE
 from src.model import build_model
 from src.training.callbacks import is_logging_step, was_logging_step
-from src.training.checkpoint import load_weights, read_checkpoint
+from src.training.checkpoint import load_trained
 from src.training.optim import apply_settings, build_optimizer, build_schedule
 from src.training.scoring import score_on_every_core
 
@@ -213,10 +213,11 @@ class LitGPT(L.LightningModule):
 
     @classmethod
     def from_checkpoint(cls, path: str | Path) -> LitGPT:
-        """Rebuild from a checkpoint alone: model config, tokenizer, weights (errors name the fix)."""
-        checkpoint = read_checkpoint(path)
-        hparams = checkpoint["hyper_parameters"]
+        """Rebuild from a checkpoint alone: the trained model as load_trained reads it (errors name the fix),
+        in a LitGPT of the checkpoint's settings."""
+        trained = load_trained(path)
+        hparams = trained.hparams
         lit = cls(**{k: hparams[k] for k in ("model", "tokenizer", "optimizer", "data") if k in hparams})
-        load_weights(lit, checkpoint["state_dict"], path)
-        lit.trained_steps = checkpoint.get("global_step", 0)
+        lit.model = trained.model  # in place of the freshly initialised one
+        lit.trained_steps = trained.global_step
         return lit.eval()
