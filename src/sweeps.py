@@ -14,12 +14,14 @@ processes: each job takes its share of the CPU cores, or its own GPU (configure_
 from __future__ import annotations
 
 import copy
+import fcntl
 import functools
 import json
 import logging
 import math
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -246,32 +248,59 @@ def concurrent_jobs(hydra_cfg: DictConfig) -> int:
 
 @dataclass
 class JobResources:
-    """What one concurrent job may use: torch threads, and a GPU index (None: leave devices as set)."""
+    """What one concurrent job may use: torch threads, and a GPU index (None: leave devices as set).
+
+    `slot` is the open lock file that holds the job's GPU slot; closing it frees the slot."""
 
     threads: int
     gpu: int | None
+    slot: int | None = None
+
+    def release(self) -> None:
+        if self.slot is not None:
+            os.close(self.slot)  # the kernel drops the lock with the descriptor, also on kill -9
+            self.slot = None
 
 
-def plan_resources(
-    job_num: int, concurrent: int, cores: int, gpus: int, accelerator: str, devices: Any
-) -> JobResources:
-    """Divide the cores among the jobs that run at once; job n takes GPU n mod gpus.
+def plan_resources(concurrent: int, cores: int, gpus: int, accelerator: str, devices: Any) -> tuple[int, bool]:
+    """Divide the cores among the jobs that run at once; whether each job takes one GPU of its own.
 
-    Jobs are dispatched in order, so the ones running together have consecutive numbers and
-    spread evenly over the GPUs: with n_jobs = gpus x jobs_per_gpu, each GPU holds jobs_per_gpu.
     A job asking for several devices (DDP) keeps its own setting.
     """
     threads = max(1, cores // max(1, concurrent))
-    on_gpu = gpus > 0 and accelerator in ("auto", "gpu", "cuda") and devices in (1, "1", "auto")
-    return JobResources(threads, job_num % gpus if on_gpu and concurrent > 1 else None)
+    on_gpu = gpus > 0 and accelerator in ("auto", "gpu", "cuda") and devices in (1, "1", "auto") and concurrent > 1
+    return threads, on_gpu
+
+
+def take_gpu_slot(sweep_dir: Path, gpus: int, jobs_per_gpu: int, wait: float = 1.0) -> tuple[int, int]:
+    """A free GPU slot for this job: (GPU index, the locked descriptor that holds it until the job ends).
+
+    Slots are lock files in the sweep directory, `jobs_per_gpu` per GPU, tried every GPU's first
+    slot before any second one, so jobs spread evenly. joblib hands the next job to whichever worker
+    is free, and jobs end at uneven times: a job number says nothing about which GPU is free, a lock
+    does. If every slot is taken (n_jobs set above GPUs x sweep.jobs_per_gpu), wait for one.
+    """
+    folder = sweep_dir / ".gpu-slots"
+    folder.mkdir(parents=True, exist_ok=True)
+    while True:
+        for k in range(jobs_per_gpu):
+            for gpu in range(gpus):
+                fd = os.open(folder / f"gpu{gpu}-slot{k}", os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return gpu, fd
+                except BlockingIOError:
+                    os.close(fd)
+        time.sleep(wait)
 
 
 def configure_job_resources(cfg: DictConfig) -> JobResources | None:
     """Called as a sweep job starts: its share of the machine, before torch does any work.
 
-    Sets torch's intra- and inter-op thread counts to cores // concurrent jobs, and pins the
-    job to one GPU (trainer.devices=[i]) when jobs run concurrently on a GPU machine. A
-    sequential sweep (Hydra's basic launcher) and a single run are left as they are.
+    Sets torch's intra- and inter-op thread counts to cores // concurrent jobs, and pins the job
+    to a free GPU slot (trainer.devices=[i]) when jobs run concurrently on a GPU machine; the caller
+    releases it when the job ends. A sequential sweep (Hydra's basic launcher) and a single run are
+    left as they are.
     """
     if not in_multirun():
         return None
@@ -281,9 +310,12 @@ def configure_job_resources(cfg: DictConfig) -> JobResources | None:
         return None
     import torch
 
-    plan = plan_resources(
-        hydra_cfg.job.num, concurrent, cpu_cores(), gpu_count(), cfg.trainer.accelerator, cfg.trainer.devices
-    )
+    gpus = gpu_count()
+    threads, on_gpu = plan_resources(concurrent, cpu_cores(), gpus, cfg.trainer.accelerator, cfg.trainer.devices)
+    plan = JobResources(threads, None)
+    if on_gpu:
+        sweep_dir = Path(hydra_cfg.runtime.output_dir).parent  # the job's directory is <sweep dir>/<n>
+        plan.gpu, plan.slot = take_gpu_slot(sweep_dir, gpus, cfg.sweep.jobs_per_gpu)
     torch.set_num_threads(plan.threads)
     if torch.get_num_interop_threads() != plan.threads:
         try:
@@ -392,8 +424,9 @@ def run_job(cfg: DictConfig, train: Callable[[DictConfig], float]) -> float | No
             cfg.ckpt_path = resume
     if rank_zero:  # what a rerun finds if this job is interrupted
         write_result(output_dir, {"status": "running", "attempt": attempt, "resumed_from": resume})
+    resources = None
     try:
-        configure_job_resources(cfg)
+        resources = configure_job_resources(cfg)
         with ranks_start_as_this_job(cfg):
             return train(sweep_defaults(cfg))
     except Exception as err:  # any failure stays inside this job; the sweep goes on
@@ -405,6 +438,9 @@ def run_job(cfg: DictConfig, train: Callable[[DictConfig], float]) -> float | No
         if rank_zero:
             write_result(output_dir, {"status": "failed", "reason": reason})
         return None
+    finally:
+        if resources is not None:
+            resources.release()  # the next job may take this GPU
 
 
 class SweepSummary(Callback):

@@ -13,6 +13,8 @@ import re
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -401,3 +403,35 @@ def test_a_run_the_gpus_cannot_hold_is_refused_in_one_line(case, tmp_path, monke
     assert_refused(run_in_process(monkeypatch, capsys, train_main, args), pattern)
     assert not (tmp_path / "outputs").exists()
     assert check_values(compose("train", overrides)) is None  # the values alone are fine: the machine is not
+
+
+# ---------------------------------------------------------------- 2. GPU slots of the parallel launcher
+
+
+def test_parallel_jobs_of_uneven_length_take_a_free_gpu_not_their_job_numbers(sweep_job, monkeypatch):
+    """2 simulated GPUs, one job each: job 0 runs long, job 1 ends early; job 2 goes to the GPU job 1
+    freed (by job number it would join job 0 on GPU 0 while GPU 1 idles)."""
+    monkeypatch.setattr(sweeps, "gpu_count", lambda: 2)
+    monkeypatch.setattr(sweeps, "cpu_cores", lambda: 4)
+    jobs = {}
+    for num in (0, 1):
+        cfg = sweep_job("hydra/launcher=parallel", "hydra.launcher.n_jobs=2", "trainer=gpu", num=num)
+        jobs[num] = sweeps.configure_job_resources(cfg)
+    assert (jobs[0].gpu, jobs[1].gpu) == (0, 1)
+    jobs[1].release()  # job 1 ends; job 0 still trains
+    cfg = sweep_job("hydra/launcher=parallel", "hydra.launcher.n_jobs=2", "trainer=gpu", num=2)
+    jobs[2] = sweeps.configure_job_resources(cfg)
+    assert jobs[2].gpu == 1 and list(cfg.trainer.devices) == [1]
+    jobs[0].release()
+    cfg = sweep_job("hydra/launcher=parallel", "hydra.launcher.n_jobs=2", "trainer=gpu", num=3)
+    assert sweeps.configure_job_resources(cfg).gpu == 0  # and job 3 takes the one job 0 freed
+
+
+def test_jobs_sharing_gpus_fill_every_gpu_before_doubling_up_and_wait_when_all_are_taken(tmp_path):
+    taken = [sweeps.take_gpu_slot(tmp_path, gpus=2, jobs_per_gpu=2) for _ in range(4)]
+    assert [gpu for gpu, _ in taken] == [0, 1, 0, 1]
+    started = time.monotonic()
+    timer = threading.Timer(0.3, os.close, [taken[1][1]])  # the job on GPU 1 ends in 0.3 s
+    timer.start()
+    assert sweeps.take_gpu_slot(tmp_path, gpus=2, jobs_per_gpu=2, wait=0.05)[0] == 1
+    assert time.monotonic() - started >= 0.3

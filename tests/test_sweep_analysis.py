@@ -12,17 +12,14 @@ from src.plots import save_png, sweep_figure
 
 
 def test_concurrent_jobs_divide_the_cores_and_take_a_gpu_each():
-    plans = [sweeps.plan_resources(n, 4, cores=16, gpus=0, accelerator="auto", devices=1) for n in range(8)]
-    assert {p.threads for p in plans} == {4} and {p.gpu for p in plans} == {None}
-    assert sweeps.plan_resources(0, 3, cores=2, gpus=0, accelerator="cpu", devices=1).threads == 1  # never 0
-    # 2 GPUs, 2 jobs each: 4 concurrent jobs, consecutive jobs alternate, so each GPU holds two
-    gpus = [sweeps.plan_resources(n, 4, cores=16, gpus=2, accelerator="gpu", devices=1).gpu for n in range(8)]
-    assert gpus == [0, 1, 0, 1, 0, 1, 0, 1]
-    assert [sweeps.plan_resources(n, 3, 12, 3, "auto", 1).gpu for n in range(4)] == [0, 1, 2, 0]
+    assert sweeps.plan_resources(4, cores=16, gpus=0, accelerator="auto", devices=1) == (4, False)
+    assert sweeps.plan_resources(3, cores=2, gpus=0, accelerator="cpu", devices=1) == (1, False)  # never 0 threads
+    assert sweeps.plan_resources(4, cores=16, gpus=2, accelerator="gpu", devices=1) == (4, True)
+    assert sweeps.plan_resources(3, 12, 3, "auto", 1) == (4, True)
     # a CPU trainer, a DDP job and a sequential sweep keep their devices
-    assert sweeps.plan_resources(1, 4, 16, 2, "cpu", 1).gpu is None
-    assert sweeps.plan_resources(1, 4, 16, 2, "gpu", 4).gpu is None
-    assert sweeps.plan_resources(1, 1, 16, 2, "gpu", 1).gpu is None
+    assert not sweeps.plan_resources(4, 16, 2, "cpu", 1)[1]
+    assert not sweeps.plan_resources(4, 16, 2, "gpu", 4)[1]
+    assert not sweeps.plan_resources(1, 16, 2, "gpu", 1)[1]
 
 
 def test_a_parallel_job_sets_its_share_of_threads(sweep_job, monkeypatch):
@@ -35,7 +32,9 @@ def test_a_parallel_job_sets_its_share_of_threads(sweep_job, monkeypatch):
 
     monkeypatch.setattr(sweeps, "gpu_count", lambda: 2)
     cfg = sweep_job("hydra/launcher=parallel", "hydra.launcher.n_jobs=4", num=5)
-    assert sweeps.configure_job_resources(cfg).gpu == 1 and list(cfg.trainer.devices) == [1]
+    plan = sweeps.configure_job_resources(cfg)
+    assert plan.gpu == 0 and list(cfg.trainer.devices) == [0]  # the first free GPU slot
+    plan.release()
 
 
 def test_fewer_jobs_than_workers_get_more_threads_and_a_sequential_sweep_is_left_alone(sweep_job, monkeypatch):
