@@ -59,19 +59,28 @@ def fail(message: str, status: int = 2) -> None:
 
 
 def pick_device(setting: str) -> torch.device:
-    """`auto` (a GPU when there is one), `cpu`, `cuda` or `cuda:N`; anything else is refused with the fix."""
+    """`auto` (a CUDA GPU, else Apple's MPS, else the CPU, as training's accelerator=auto picks), `cpu`,
+    `mps`, `cuda` or `cuda:N`; anything else, or a device this machine lacks, is refused with the fix."""
     import torch  # only the commands that load a model: composing a command line never needs it
 
     if setting == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        return torch.device("mps" if torch.backends.mps.is_available() else "cpu")
     kind, _, index = setting.partition(":")
+    if setting == "mps":
+        if not torch.backends.mps.is_available():
+            raise ValueError("device=mps asks for Apple's MPS, which this machine lacks: use device=cpu or device=auto")
+        return torch.device("mps")
     if setting == "cpu" or (kind == "cuda" and (not index or index.isdigit())):
         if kind == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"device={setting} asks for a GPU but none is available: use device=cpu or device=auto")
         if kind == "cuda" and index and int(index) >= torch.cuda.device_count():
             raise ValueError(f"device={setting}: there are only {torch.cuda.device_count()} GPUs; use device=cuda:0")
         return torch.device(setting)
-    raise ValueError(f"device={setting} is not a device this command runs on: use device=auto, cpu, cuda or cuda:N")
+    raise ValueError(
+        f"device={setting} is not a device this command runs on: use device=auto, cpu, mps, cuda or cuda:N"
+    )
 
 
 @contextmanager

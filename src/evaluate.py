@@ -7,8 +7,10 @@ first N characters of each, as training's data.val_tokens does.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import lightning as L
+import torch
 from omegaconf import DictConfig
 
 from src.cli import command, pick_device
@@ -16,6 +18,13 @@ from src.config import check_evaluate
 from src.data.datamodule import ShakespeareDataModule
 from src.training.checkpoint import find_checkpoint
 from src.training.lit_gpt import LitGPT
+
+
+def trainer_devices(device: torch.device) -> dict[str, Any]:
+    """Lightning's accelerator and devices for one torch device: cuda:1 is GPU 1, not the first GPU."""
+    if device.type == "cuda":
+        return {"accelerator": "gpu", "devices": [device.index or 0]}
+    return {"accelerator": device.type, "devices": 1}  # mps or cpu
 
 
 def run(cfg: DictConfig) -> dict[str, float]:
@@ -38,8 +47,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
     datamodule.setup()
     device = pick_device(cfg.device)
     trainer = L.Trainer(
-        accelerator="gpu" if device.type == "cuda" else "cpu",
-        devices=1,
+        **trainer_devices(device),
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,

@@ -435,3 +435,56 @@ def test_jobs_sharing_gpus_fill_every_gpu_before_doubling_up_and_wait_when_all_a
     timer.start()
     assert sweeps.take_gpu_slot(tmp_path, gpus=2, jobs_per_gpu=2, wait=0.05)[0] == 1
     assert time.monotonic() - started >= 0.3
+
+
+# ---------------------------------------------------------------- 10. MPS, and the GPU a command names
+
+
+def test_generate_and_evaluate_take_mps_and_the_gpu_they_name(monkeypatch):
+    import torch
+
+    from src.cli import pick_device
+    from src.evaluate import trainer_devices
+    from tests.test_bad_input import hide_gpus
+
+    hide_gpus(monkeypatch)
+    with pytest.raises(ValueError, match=r"^device=mps asks for Apple's MPS, which this machine lacks: use device=cpu"):
+        pick_device("mps")
+    assert pick_device("auto") == torch.device("cpu")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)  # an Apple machine
+    assert pick_device("mps") == pick_device("auto") == torch.device("mps")
+    assert trainer_devices(torch.device("mps")) == {"accelerator": "mps", "devices": 1}
+    simulate_gpus(monkeypatch, count=2, gib=80)
+    assert pick_device("auto") == torch.device("cuda") and pick_device("cuda:1") == torch.device("cuda:1")
+    assert trainer_devices(torch.device("cuda:1")) == {"accelerator": "gpu", "devices": [1]}  # not GPU 0
+    assert trainer_devices(torch.device("cuda")) == {"accelerator": "gpu", "devices": [0]}
+
+
+@pytest.mark.gpu
+def test_trainer_gpu_trains_a_tiny_model_on_the_gpu(tmp_path):
+    from tests.helpers import train_in_process
+
+    loss = train_in_process(tmp_path / "run", "trainer=gpu", "trainer.max_steps=20", "trainer.val_check_interval=20")
+    assert 0 < loss < 4.2 and (tmp_path / "run" / "checkpoints" / "last.ckpt").is_file()
+
+
+@pytest.mark.multi_gpu
+def test_evaluate_on_cuda_1_runs_on_gpu_1(trained):
+    import torch
+
+    from src.evaluate import run
+
+    run_dir, _ = trained
+    for gpu in (0, 1):
+        torch.cuda.reset_peak_memory_stats(gpu)
+    run(compose("evaluate", [f"ckpt_path={run_dir / 'checkpoints' / 'last.ckpt'}", "device=cuda:1"]))
+    assert torch.cuda.max_memory_allocated(1) > 0 and torch.cuda.max_memory_allocated(0) == 0
+
+
+@pytest.mark.mps
+def test_generate_samples_on_mps(trained, capsys):
+    from src.generate import run
+
+    run_dir, _ = trained
+    texts = run(compose("generate", [f"ckpt_path={run_dir}", "device=mps", "max_new_tokens=50", "num_samples=2"]))
+    assert [len(t) for t in texts] == [len("ROMEO:") + 50] * 2
