@@ -488,3 +488,72 @@ def test_generate_samples_on_mps(trained, capsys):
     run_dir, _ = trained
     texts = run(compose("generate", [f"ckpt_path={run_dir}", "device=mps", "max_new_tokens=50", "num_samples=2"]))
     assert [len(t) for t in texts] == [len("ROMEO:") + 50] * 2
+
+
+# ---------------------------------------------------------------- 5. random streams across machines
+
+
+def lit_on(rank: int, world: int, device: str, gathered: list | None = None):
+    """A tiny LitGPT as rank `rank` of `world` processes training on `device` (a stub trainer)."""
+    import torch
+
+    from src.data.tokenizer import CharTokenizer
+    from src.training.lit_gpt import LitGPT
+
+    model = {"kind": "seed", "context_window": 4, "embedding_dim": 4, "num_heads": 1}
+    lit = LitGPT(model=model, tokenizer=CharTokenizer("ab").to_dict(), optimizer={"name": "sgd", "lr": 0.1})
+    strategy = SimpleNamespace(
+        root_device=torch.device(device),
+        reduce=lambda tensor, reduce_op: tensor,
+        all_gather=lambda tensor: torch.stack([tensor if r == rank else gathered[r] for r in range(world)]),
+    )
+    lit.trainer = SimpleNamespace(world_size=world, global_rank=rank, is_global_zero=rank == 0, strategy=strategy)
+    return lit
+
+
+def test_ddp_ranks_draw_their_own_dropout_and_resume_their_own_streams(caplog):
+    import torch
+
+    draws = []
+    for rank in (0, 1):
+        torch.manual_seed(1337)
+        lit_on(rank, 2, "cpu").setup("fit")
+        draws.append(torch.rand(4))
+    assert not torch.equal(draws[0], draws[1])  # nanoGPT's seed + rank: masks differ between ranks
+
+    torch.manual_seed(5)
+    other = torch.get_rng_state()  # rank 1's stream at the save
+    torch.manual_seed(4)
+    checkpoint = {}
+    lit_on(0, 2, "cpu", gathered=[None, other]).on_save_checkpoint(checkpoint)
+    assert len(checkpoint["rng_ranks"]) == 2
+    lit_on(1, 2, "cpu").on_load_checkpoint(checkpoint)
+    assert torch.equal(torch.get_rng_state(), other)  # rank 1 resumes its own stream, not rank 0's
+    with caplog.at_level("WARNING"):
+        lit_on(0, 3, "cpu").on_load_checkpoint(checkpoint)
+    assert "resuming without each process's own random stream (saved by 2 process(es), resumed by 3)" in caplog.text
+
+
+def test_a_run_saved_with_more_gpus_or_on_mps_resumes_elsewhere_saying_what_it_could_not_restore(monkeypatch, caplog):
+    import torch
+
+    simulate_gpus(monkeypatch, count=1, gib=80)
+    restored = []
+
+    def set_rng_state_all(states):  # torch's own, on a machine with one GPU
+        if len(states) > 1:
+            raise RuntimeError("CUDA error: invalid device ordinal")
+
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", set_rng_state_all)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device: restored.append((state, device)))
+    four_gpus = [torch.full((16,), i, dtype=torch.uint8) for i in range(4)]  # saved where 4 GPUs were visible
+    lit_on(0, 1, "cuda:0").on_load_checkpoint({"rng": {"torch": torch.get_rng_state(), "cuda": four_gpus}})
+    assert len(restored) == 1 and torch.equal(restored[0][0], four_gpus[0])
+
+    monkeypatch.setattr(torch.mps, "get_rng_state", lambda: torch.full((8,), 7, dtype=torch.uint8))
+    on_mac = {}
+    lit_on(0, 1, "mps").on_save_checkpoint(on_mac)
+    assert torch.equal(on_mac["rng"]["mps"], torch.full((8,), 7, dtype=torch.uint8))  # MPS's stream is saved
+    with caplog.at_level("WARNING"):
+        lit_on(0, 1, "cuda:0").on_load_checkpoint(on_mac)
+    assert "resuming without the cuda:0 random stream (the run was saved on mps)" in caplog.text

@@ -195,21 +195,63 @@ class LitGPT(L.LightningModule):
         if self.trainer.state.fn == "fit":
             self.check_finite()
 
+    def setup(self, stage: str) -> None:
+        """DDP ranks draw their own dropout masks (as nanoGPT seeds rank r with seed + r): the weights
+        are built, identically on every rank, before this; rank 0 keeps the seed's own stream."""
+        if stage == "fit" and self.trainer.global_rank > 0:
+            torch.manual_seed(torch.initial_seed() + self.trainer.global_rank)
+
+    def rng_state(self) -> dict[str, Tensor]:
+        """The generators dropout draws from in this process: the CPU's, and the training device's."""
+        device = self.trainer.strategy.root_device
+        state = {"torch": torch.get_rng_state()}
+        if device.type == "cuda":
+            state["cuda"] = torch.cuda.get_rng_state(device)
+        elif device.type == "mps":
+            state["mps"] = torch.mps.get_rng_state()
+        return state
+
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.check_finite()  # never replace a good checkpoint with a diverged state
         checkpoint["best_val_loss"] = self.best_val_loss
-        # Dropout draws from the global generator: a resumed run must continue its stream.
-        checkpoint["rng"] = {"torch": torch.get_rng_state()}
-        if torch.cuda.is_available():
-            checkpoint["rng"]["cuda"] = torch.cuda.get_rng_state_all()
+        # Dropout draws from these generators: a resumed run must continue their streams, each rank
+        # its own (every rank runs this hook; rank 0 writes the file).
+        checkpoint["rng"] = self.rng_state()
+        if self.trainer.world_size > 1:
+            device = self.trainer.strategy.root_device
+            gathered = {k: self.trainer.strategy.all_gather(v.to(device)).cpu() for k, v in checkpoint["rng"].items()}
+            checkpoint["rng_ranks"] = [
+                {k: v[r].clone() for k, v in gathered.items()} for r in range(self.trainer.world_size)
+            ]
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Restore the random streams the run was saved with, as far as this machine allows, and say
+        what could not be (another number of processes, another kind or count of device)."""
         self.best_val_loss = checkpoint.get("best_val_loss", math.inf)
-        rng = checkpoint.get("rng", {})
+        rng, lost = checkpoint.get("rng", {}), []
+        world, rank = self.trainer.world_size, self.trainer.global_rank
+        ranks = checkpoint.get("rng_ranks") or [rng]
+        if len(ranks) == world:
+            rng = ranks[rank]
+        elif world > 1 or len(ranks) > 1:
+            lost.append(f"each process's own random stream (saved by {len(ranks)} process(es), resumed by {world})")
         if "torch" in rng:
             torch.set_rng_state(rng["torch"])
-        if "cuda" in rng and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(rng["cuda"])
+        if rank > 0 and len(ranks) != world:
+            torch.manual_seed(torch.initial_seed() + rank)  # at least the ranks' dropout stays apart
+        device = self.trainer.strategy.root_device
+        saved = rng.get(device.type)
+        if device.type == "cuda" and isinstance(saved, (list, tuple)):  # every visible GPU's (before 2026-11-23)
+            saved = saved[device.index or 0] if (device.index or 0) < len(saved) else None
+        if device.type == "cuda" and saved is not None:
+            torch.cuda.set_rng_state(saved, device)
+        elif device.type == "mps" and saved is not None:
+            torch.mps.set_rng_state(saved)
+        elif device.type != "cpu":
+            kinds = sorted(k for k in rng if k != "torch") or ["cpu"]
+            lost.append(f"the {device} random stream (the run was saved on {', '.join(kinds)})")
+        if lost and self.trainer.is_global_zero:
+            log.warning(f"resuming without {' and '.join(lost)}: dropout draws new random numbers from here")
 
     @classmethod
     def from_checkpoint(cls, path: str | Path) -> LitGPT:
