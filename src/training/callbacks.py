@@ -30,14 +30,18 @@ def was_logging_step(trainer: L.Trainer) -> bool:
 class TokensPerSecond(L.Callback):
     """Logs `train/tokens_per_sec`: training tokens (all ranks) per second of training time.
 
-    Measured over the steps between two log points, with validation (and what runs after it)
-    left out, so it is the speed of the training step itself; `overall` covers the whole run.
-    It reads only the wall clock: no device syncs.
+    The one definition of tokens/s of a run, on the progress bar, in TensorBoard, on the
+    validation line and (over the whole run, `overall`) in result.json and a sweep's summary.md.
+    Training time runs from the start of a step to the end of the last step before a log point,
+    a validation or the end; validation and what runs after it (samples, figures, checkpoints)
+    are left out. Tokens are counted from the optimizer steps taken and the batch shape, and
+    the wall clock is read at log points only: per step the callback compares two integers.
     """
 
     def __init__(self) -> None:
-        self.last: float | None = None  # end of the previous training step; None after a pause
-        self.window_seconds, self.window_tokens = 0.0, 0
+        self.window_start: float | None = None  # None while training is paused (before a step, after a validation)
+        self.window_step = 0  # global_step when the window started
+        self.tokens_per_step = 0  # tokens of one optimizer step over all ranks
         self.total_seconds, self.total_tokens = 0.0, 0
 
     @property
@@ -47,26 +51,38 @@ class TokensPerSecond(L.Callback):
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        if self.last is None:  # the first step, or the first after a validation
-            self.last = time.perf_counter()
+        if self.window_start is None:  # the first step, or the first after a validation
+            self.window_start, self.window_step = time.perf_counter(), trainer.global_step
+            self.tokens_per_step = batch[0].numel() * trainer.world_size * trainer.accumulate_grad_batches
 
-    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.last = None  # validation and whatever runs after it (samples, figures) is not training
+    def close_window(self, trainer: L.Trainer) -> float | None:
+        """Add the steps since the window started to the totals; their tokens per second."""
+        steps = trainer.global_step - self.window_step
+        if self.window_start is None or steps <= 0:
+            return None
+        now = time.perf_counter()
+        seconds = now - self.window_start
+        self.total_seconds += seconds
+        self.total_tokens += steps * self.tokens_per_step
+        self.window_start, self.window_step = now, trainer.global_step
+        return steps * self.tokens_per_step / seconds if seconds > 0 else None
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        now = time.perf_counter()
-        tokens = batch[0].numel() * trainer.world_size
-        if self.last is not None:
-            self.window_seconds += now - self.last
-            self.window_tokens += tokens
-            self.total_seconds += now - self.last
-            self.total_tokens += tokens
-        self.last = now
-        if was_logging_step(trainer) and self.window_seconds > 0:
-            self.report(trainer, pl_module, self.window_tokens / self.window_seconds)
-            self.window_seconds, self.window_tokens = 0.0, 0
+        if was_logging_step(trainer) and trainer.global_step != self.window_step:
+            tokens_per_second = self.close_window(trainer)
+            if tokens_per_second is not None:
+                self.report(trainer, pl_module, tokens_per_second)
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not trainer.sanity_checking:
+            self.close_window(trainer)
+            self.window_start = None  # validation and whatever runs after it is not training
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.close_window(trainer)
+        self.window_start = None
 
     def report(self, trainer: L.Trainer, pl_module: L.LightningModule, tokens_per_second: float) -> None:
         pl_module.log("train/tokens_per_sec", tokens_per_second, prog_bar=True)

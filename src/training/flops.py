@@ -11,15 +11,15 @@ the PaLM paper, appendix B):
     FLOPs per token (forward + backward) = 6 N + 12 * sum over attention layers of d * T
     MFU = FLOPs per token * tokens per second / the device's peak FLOP/s
 
-The peak comes from Lightning's table for common GPUs, from `peak_flops` when given, and on
-a CPU from timing a large matmul (the FLOP/s this CPU's BLAS reaches, not a datasheet figure).
+The peak comes from `peak_flops` when given, else from Lightning's datasheet table for common
+GPUs. A CPU has no such figure (what its BLAS reaches depends on the clock, the free cores and
+the load, and a probe at start-up read anywhere from 1 % to 156 % on a shared machine), so on
+a CPU MFU is shown only with `peak_flops` set; FLOP/s are shown either way.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import time
 
 import lightning as L
 import torch
@@ -67,30 +67,15 @@ def compute_dtype(precision: str) -> torch.dtype:
     return torch.float32
 
 
-@functools.cache  # once per process: every job of a sweep shares the CPU it measured
-def measure_matmul_flops(dtype: torch.dtype = torch.float32, n: int = 1024, seconds: float = 0.1) -> float:
-    """The best FLOP/s of an (n, n) @ (n, n) matmul on this CPU over ~`seconds` (after a warm-up)."""
-    own = torch.Generator().manual_seed(0)  # never the global generator: a resumed run replays its dropout
-    a, b = (torch.randn(n, n, generator=own).to(dtype) for _ in range(2))
-    a @ b  # warm-up: threads, caches
-    best, deadline = float("inf"), time.perf_counter() + seconds
-    while time.perf_counter() < deadline or best == float("inf"):
-        start = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - start)
-    return 2 * n**3 / best
-
-
 def peak_flops(device: torch.device, precision: str, configured: float | None = None) -> tuple[float | None, str]:
     """(peak FLOP/s of one device, where the number comes from); (None, why) when it is unknown."""
     if configured is not None:
         return float(configured), "configured"
-    dtype = compute_dtype(precision)
     if device.type == "cpu":
-        return measure_matmul_flops(dtype), "measured matmul"
+        return None, "no stable peak on a CPU: set callbacks.throughput.peak_flops=<FLOP/s> to show MFU"
     from lightning.fabric.utilities.throughput import get_available_flops
 
-    flops = get_available_flops(device, dtype)
+    flops = get_available_flops(device, compute_dtype(precision))
     if flops is None:
         return None, f"unknown for this {device.type} device: set callbacks.throughput.peak_flops"
     return float(flops), "datasheet"
@@ -99,7 +84,13 @@ def peak_flops(device: torch.device, precision: str, configured: float | None = 
 class Throughput(TokensPerSecond):
     """TokensPerSecond, plus `train/flops_per_sec` (per device) and `train/mfu` (a fraction of the
     device's peak) over the same steps: FLOPs per token times tokens per second, no device syncs.
-    `peak_flops` (FLOP/s of one device) overrides Lightning's table or the CPU measurement.
+    `peak_flops` (FLOP/s of one device) overrides Lightning's table, and is what a CPU needs for
+    MFU. MFU is never shown above 100 %: a configured peak below what the device reached is
+    reported once and MFU is left out from then on.
+
+    Lightning's ThroughputMonitor is not used: it updates its window at every step (and on a
+    GPU synchronizes the device there), logs beside the progress bar rather than on it, and
+    knows no peak for a CPU.
     """
 
     def __init__(self, peak_flops: float | None = None) -> None:
@@ -116,12 +107,19 @@ class Throughput(TokensPerSecond):
         self.per_token = training_flops_per_token(pl_module.model, pl_module.model.context_window)
         self.peak, source = peak_flops(trainer.strategy.root_device, trainer.precision, self.configured)
         if trainer.is_global_zero:
-            shown = f"{self.peak / 1e12:.3g} TFLOP/s" if self.peak is not None else "-"
-            log.info(f"MFU peak per device: {shown} ({source})")
+            shown = f"{self.peak / 1e12:.3g} TFLOP/s ({source})" if self.peak is not None else source
+            log.info(f"MFU peak per device: {shown}")
 
     def report(self, trainer: L.Trainer, pl_module: L.LightningModule, tokens_per_second: float) -> None:
         super().report(trainer, pl_module, tokens_per_second)
         achieved = tokens_per_second / trainer.world_size * self.per_token
         pl_module.log("train/flops_per_sec", achieved)
+        if self.peak is not None and achieved > self.peak:
+            if trainer.is_global_zero:
+                log.warning(
+                    f"this device reached {achieved:.3g} FLOP/s, above its configured peak of {self.peak:.3g}: "
+                    f"MFU is no longer shown; raise callbacks.throughput.peak_flops"
+                )
+            self.peak = None
         if self.peak is not None:
             pl_module.log("train/mfu", achieved / self.peak, prog_bar=True)
