@@ -137,3 +137,15 @@ class NaNOnRank(Callback):
             with torch.no_grad():
                 for parameter in pl_module.parameters():
                     parameter.fill_(float("nan"))
+
+
+class SignalRankAt(Callback):
+    """Sends rank `rank`'s own process `signal_name` as optimizer step `step` ends (the other ranks
+    get nothing): `+callbacks.signal._target_=tests.helpers.SignalRankAt +callbacks.signal.rank=1 ...`."""
+
+    def __init__(self, rank: int, step: int, signal_name: str):
+        self.rank, self.step, self.signum = rank, step, signal.Signals[signal_name]
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_rank == self.rank and trainer.global_step == self.step:
+            os.kill(os.getpid(), self.signum)

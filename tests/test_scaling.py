@@ -557,3 +557,19 @@ def test_a_run_saved_with_more_gpus_or_on_mps_resumes_elsewhere_saying_what_it_c
     with caplog.at_level("WARNING"):
         lit_on(0, 1, "cuda:0").on_load_checkpoint(on_mac)
     assert "resuming without the cuda:0 random stream (the run was saved on mps)" in caplog.text
+
+
+@pytest.mark.slow
+def test_a_signal_to_one_ddp_rank_stops_every_rank_at_the_next_log_step_with_a_checkpoint(tmp_path):
+    import torch
+
+    signal_rank_1 = ["+callbacks.signal._target_=tests.helpers.SignalRankAt", "+callbacks.signal.rank=1"]
+    signal_rank_1 += ["+callbacks.signal.step=3", "+callbacks.signal.signal_name=SIGTERM"]
+    args = ["trainer.max_steps=20", "trainer.val_check_interval=20", "trainer.log_every_n_steps=5", *signal_rank_1]
+    run_dir = tmp_path / "run"
+    result = run_cli(
+        "train", *tiny_training(tmp_path, "trainer=ddp_cpu", "model.num_layers=1", *args, f"hydra.run.dir={run_dir}")
+    )
+    assert result.returncode == 143, result.stderr[-3000:]
+    assert f"SIGTERM at step 5: saved {run_dir / 'checkpoints' / 'last.ckpt'}" in result.stderr
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 5
