@@ -123,7 +123,9 @@ def unknown_key(key: str, config_name: str, overrides: list[str]) -> str:
         root = compose(config_name, rest)
     except HydraException:
         return f"unknown config key '{key}': check its spelling"
-    close = difflib.get_close_matches(key, dotted_keys(root), n=1, cutoff=0.85)
+    keys = dotted_keys(root)
+    close = difflib.get_close_matches(key, keys, n=1, cutoff=0.85)
+    close = close or [k for k in keys if k.rpartition(".")[2] == key.rpartition(".")[2]][:1]  # data.context_window
     hint = f"did you mean {close[0]}? " if close else ""
     node = OmegaConf.select(root, parent) if parent else root
     if not isinstance(node, DictConfig):

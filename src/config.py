@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import math
 import os
 import types
 import typing
@@ -23,14 +22,12 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from src import rules
 from src.model.gpt import GPTConfig
 from src.model.seed_gpt import SeedGPTConfig
+from src.rules import ConfigError
 
 PRIMITIVES = (int, float, str, bool)
-
-
-class ConfigError(ValueError):
-    """A value the schema's types allow but the run cannot use; the message names the key and the fix."""
 
 
 def omegaconf_type(hint: Any) -> Any:
@@ -192,7 +189,7 @@ def register(config_name: str) -> None:
     store.store(group="model", name="seed_schema", node=SeedSchema)
     store.store(group="optimizer", name="adamw_schema", node=AdamWSchema)
     store.store(group="optimizer", name="sgd_schema", node=SGDSchema)
-    data = schema_of(ShakespeareDataModule, "DataSchema", skip=("tokenizer", "corpus"), _target_="")
+    data = schema_of(ShakespeareDataModule, "DataSchema", skip=DATA_SET_BY_TRAIN, _target_="")
     store.store(group="data", name="data_schema", node=data)
     # Trainer(...) takes every key but the objects train() hands it itself.
     trainer = schema_of(Trainer, "TrainerSchema", skip=TRAINER_SET_BY_TRAIN, _target_="lightning.pytorch.Trainer")
@@ -200,100 +197,93 @@ def register(config_name: str) -> None:
 
 
 TRAINER_SET_BY_TRAIN = ("callbacks", "logger", "plugins", "enable_progress_bar")
+# model.context_window is the one key of the window: the DataModule is handed it, never configured with it.
+DATA_SET_BY_TRAIN = ("tokenizer", "corpus", "context_window")
 
 
 # ---------------------------------------------------------------------------- values
-
-
-def _fail(key: str, value: Any, must: str, fix: str = "") -> None:
-    raise ConfigError(f"{key} must be {must}, got {value!r}" + (f": {fix}" if fix else ""))
-
-
-def _positive_int(key: str, value: Any, fix: str = "") -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        _fail(key, value, "a positive integer", fix)
-
-
-def _finite(key: str, value: float, low: float, must: str, strict: bool = False) -> None:
-    if not (math.isfinite(value) and (value > low if strict else value >= low)):
-        _fail(key, value, must)
+# Each rule is written once in src/rules.py; these functions say which keys it applies to.
 
 
 def check_model(model: DictConfig) -> None:
-    """The model config's own checks (sizes, heads dividing the width, ...), without building it."""
-    from src.model import MODELS
+    """The model config's own checks (kind, options, sizes, heads dividing the width), without building it."""
+    from src.model import model_config
 
-    options = OmegaConf.to_container(model, resolve=True)
-    MODELS[options.pop("kind")][1](vocab_size=2, **options)  # its __post_init__ raises, naming the field
-    if model.positional not in ("sinusoidal", "learned"):
-        _fail("model.positional", model.positional, "sinusoidal or learned")
+    model_config(OmegaConf.to_container(model, resolve=True), vocab_size=2)
+
+
+OPTIMIZER_SCHEMAS = {"adamw": AdamWSchema, "sgd": SGDSchema}
 
 
 def check_optimizer(opt: DictConfig) -> None:
-    _finite("optimizer.lr", opt.lr, 0.0, "a positive finite number", strict=True)
-    _finite("optimizer.min_lr", opt.min_lr, 0.0, "a finite number >= 0")
-    _finite("optimizer.weight_decay", opt.weight_decay, 0.0, "a finite number >= 0 (0 turns decay off)")
-    if opt.warmup_steps < 0:
-        _fail("optimizer.warmup_steps", opt.warmup_steps, ">= 0")
-    if opt.decay_steps is not None:
-        _positive_int("optimizer.decay_steps", opt.decay_steps, "or null for trainer.max_steps")
-    if "betas" in opt and (len(opt.betas) != 2 or not all(0.0 <= b < 1.0 for b in opt.betas)):
-        _fail("optimizer.betas", list(opt.betas), "two numbers in [0, 1), e.g. [0.9,0.99]")
-    if "momentum" in opt:
-        _finite("optimizer.momentum", opt.momentum, 0.0, "a finite number >= 0")
-
-
-def check_data(data: DictConfig) -> None:
-    _positive_int("data.batch_size", data.batch_size)
-    if data.val_batch_size is not None:
-        _positive_int("data.val_batch_size", data.val_batch_size, "or null to size batches by tokens")
-    if not 0 <= data.num_workers <= (os.cpu_count() or 1):
-        _fail("data.num_workers", data.num_workers, f"between 0 and this machine's {os.cpu_count()} cores")
-    if not (0 < data.val_fraction < 1 and 0 <= data.test_fraction < 1 and data.val_fraction + data.test_fraction < 1):
+    name = opt.name
+    rules.choice("optimizer.name", name, tuple(OPTIMIZER_SCHEMAS))
+    if set(opt) != {f.name for f in dataclasses.fields(OPTIMIZER_SCHEMAS[name])}:
         raise ConfigError(
-            f"data.val_fraction ({data.val_fraction}) must be in (0, 1) and data.test_fraction "
-            f"({data.test_fraction}) in [0, 1), together below 1 so that text is left to train on"
+            f"optimizer.name={name} keeps the options of another optimizer: "
+            f"choose the optimizer with optimizer={name} instead, which brings its own options"
         )
+    rules.finite("optimizer.lr", opt.lr, 0.0, "a positive finite number", strict=True)
+    rules.finite("optimizer.min_lr", opt.min_lr, 0.0, "a finite number >= 0")
+    rules.finite("optimizer.weight_decay", opt.weight_decay, 0.0, "a finite number >= 0 (0 turns decay off)")
+    rules.non_negative_int("optimizer.warmup_steps", opt.warmup_steps)
+    if opt.decay_steps is not None:
+        rules.positive_int("optimizer.decay_steps", opt.decay_steps, "or null for trainer.max_steps")
+    if "betas" in opt and (len(opt.betas) != 2 or not all(rules.is_number(b) and 0.0 <= b < 1.0 for b in opt.betas)):
+        rules.refuse("optimizer.betas", list(opt.betas), "two numbers in [0, 1), e.g. [0.9,0.99]")
+    if "momentum" in opt:
+        rules.finite("optimizer.momentum", opt.momentum, 0.0, "a finite number >= 0")
+
+
+def check_data(data: DictConfig, context_window: int) -> None:
+    rules.positive_int("data.batch_size", data.batch_size)
+    if data.val_batch_size is not None:
+        rules.positive_int("data.val_batch_size", data.val_batch_size, "or null to size batches by tokens")
+    if not (rules.is_int(data.num_workers) and 0 <= data.num_workers <= (os.cpu_count() or 1)):
+        rules.refuse("data.num_workers", data.num_workers, f"between 0 and this machine's {os.cpu_count()} cores")
+    rules.split_fractions(data.val_fraction, data.test_fraction)
+    rules.val_tokens(data.val_tokens, context_window)
+    rules.choice("data.sampling", data.sampling, rules.SAMPLING)
 
 
 def check_trainer(trainer: DictConfig) -> None:
-    _positive_int("trainer.max_steps", trainer.max_steps, "the number of optimizer steps to train")
+    rules.positive_int("trainer.max_steps", trainer.max_steps, "the number of optimizer steps to train")
     interval = trainer.val_check_interval
     if interval is not None:
-        _positive_int("trainer.val_check_interval", interval, "steps between validations")
-    _positive_int("trainer.accumulate_grad_batches", trainer.accumulate_grad_batches)
+        rules.positive_int("trainer.val_check_interval", interval, "steps between validations")
+    rules.positive_int("trainer.accumulate_grad_batches", trainer.accumulate_grad_batches)
     if trainer.log_every_n_steps is not None:
-        _positive_int("trainer.log_every_n_steps", trainer.log_every_n_steps)
+        rules.positive_int("trainer.log_every_n_steps", trainer.log_every_n_steps)
     clip = trainer.gradient_clip_val
-    if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float)) or not clip >= 0):
-        _fail("trainer.gradient_clip_val", clip, "a number >= 0 (0 or null turns clipping off)")
-    if clip is not None and not math.isfinite(clip):
-        _fail("trainer.gradient_clip_val", clip, "finite")
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if clip is not None:
+        rules.finite("trainer.gradient_clip_val", clip, 0.0, "a finite number >= 0 (0 or null turns clipping off)")
+    if trainer.limit_train_batches not in (None, 1.0):
+        rules.refuse(
+            "trainer.limit_train_batches",
+            trainer.limit_train_batches,
+            "null",
+            "training batches are an endless stream with no epoch to limit; set trainer.max_steps instead",
+        )
+    if trainer.enable_checkpointing is False:
+        rules.refuse(
+            "trainer.enable_checkpointing",
+            False,
+            "true",
+            "every run keeps checkpoints/best.ckpt and last.ckpt (debug=fast_dev_run is the run that saves none)",
+        )
 
 
 def check_sample(key: str, sample: DictConfig) -> None:
     """Sampling settings, also of callbacks (whose configs have no schema: types are checked here)."""
-    tokens = sample.max_new_tokens
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
-        _fail(f"{key}.max_new_tokens", tokens, "an integer >= 0 (0: no sample)")
-    if not (_number(sample.temperature) and sample.temperature >= 0):
-        _fail(f"{key}.temperature", sample.temperature, ">= 0 (0 means greedy)")
-    top_k, top_p = sample.get("top_k"), sample.get("top_p")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-        _fail(f"{key}.top_k", top_k, "an integer >= 1, or null for no limit")
-    if top_p is not None and not (_number(top_p) and 0.0 < top_p <= 1.0):
-        _fail(f"{key}.top_p", top_p, "in (0, 1], or null for no limit")
+    rules.sampling(f"{key}.", sample.max_new_tokens, sample.temperature, sample.get("top_k"), sample.get("top_p"))
 
 
 def check_evaluate(cfg: DictConfig, argv: list[str]) -> None:
     """Ranges of `python -m src.evaluate`'s own keys."""
-    for key in ("batch_size", "val_tokens"):
-        if cfg[key] is not None:
-            _positive_int(key, cfg[key], "or null")
+    if cfg.batch_size is not None:
+        rules.positive_int("batch_size", cfg.batch_size, "or null")
+    if cfg.val_tokens is not None:
+        rules.positive_int("val_tokens", cfg.val_tokens, "or null")
 
 
 def check_precision(cfg: DictConfig) -> None:
@@ -312,16 +302,13 @@ def check_precision(cfg: DictConfig) -> None:
 
 def check_values(cfg: DictConfig) -> None:
     """Ranges and relations of a composed train config; raises ConfigError naming the key."""
-    if not 0 <= cfg.seed < 2**32:
-        _fail("seed", cfg.seed, "an integer in [0, 2**32)")
-    if str(cfg.progress_bar).lower() not in ("auto", "true", "false"):
-        _fail("progress_bar", cfg.progress_bar, "auto, true or false")
+    if not (rules.is_int(cfg.seed) and 0 <= cfg.seed < 2**32):
+        rules.refuse("seed", cfg.seed, "an integer in [0, 2**32)")
+    rules.choice("progress_bar", str(cfg.progress_bar).lower(), ("auto", "true", "false"))
     check_model(cfg.model)
-    check_data(cfg.data)
+    check_data(cfg.data, cfg.model.context_window)
     check_optimizer(cfg.optimizer)
     check_trainer(cfg.trainer)
     check_precision(cfg)
     check_sample("sample", cfg.sample)
-    from src.sweeps import check_sweep_config
-
-    check_sweep_config(cfg)
+    rules.sweep(cfg.sweep.jobs_per_gpu, cfg.sweep.media)

@@ -1,17 +1,24 @@
 """Everything a training run checks before it starts, so that bad input is refused up front.
 
 `plan(cfg)` reads a composed train config against what it will meet (its values, the text, the
-checkpoint it resumes, the prompts of its samples) without building the data or the model, and
-returns what the run takes from that reading. The command line calls it before Hydra creates the
-run directory, so a refused run has written nothing, and train() builds the run from that plan;
-train() plans a config itself only when the command line did not (sweep jobs, runs started from
-Python), so every run is checked the same way.
+checkpoint it resumes, the prompts of its samples), then constructs every part the run is made
+of (DataModule, callbacks, logger, Trainer: constructors only, nothing is trained or written), so
+each class refuses its own bad keys here, in one line naming the key. It returns what the run
+takes from that reading. The command line calls it before Hydra creates the run directory, so a
+refused run has written nothing, and train() builds the run from that plan; train() plans a
+config itself only when the command line did not (sweep jobs, runs started from Python), so
+every run is checked the same way.
 """
 
 from __future__ import annotations
 
+import copy
 import fcntl
+import importlib
+import inspect
+import logging
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,16 +26,23 @@ from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+import lightning as L
 import torch
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
 
-from src.config import ConfigError, check_sample, check_values
+from src.cli import one_line
+from src.config import ConfigError, check_values
 from src.data.corpus import resolve_corpus
 from src.data.datamodule import require_two_characters, split_lengths
 from src.data.token_cache import EncodedCorpus, open_corpus
 from src.data.tokenizer import CharTokenizer, show_characters
 from src.model import MODELS
+from src.rules import window_fits
 from src.training.checkpoint import find_checkpoint, read_checkpoint
+from src.training.checkpoint_io import AtomicCheckpointIO
 
 PROMPTED_CALLBACKS = ("sample_text", "attention_maps")
 LOCK = ".lock"
@@ -59,20 +73,11 @@ def opening(path: Path) -> str:
 
 
 def check_windows_fit(cfg: DictConfig, corpus: EncodedCorpus) -> None:
-    T = cfg.model.context_window
-    for split, n in split_lengths(corpus.num_tokens, cfg.data.val_fraction, cfg.data.test_fraction).items():
-        if (split != "test" or cfg.data.test_fraction > 0) and n < T + 1:
-            if corpus.num_tokens < 4 * (T + 1):
-                raise ConfigError(
-                    f"data.path={corpus.source} has only {corpus.num_tokens} characters: a run needs windows of "
-                    f"model.context_window + 1 = {T + 1} characters in each split; use a longer text"
-                )
+    T, test = cfg.model.context_window, cfg.data.test_fraction
+    for split, n in split_lengths(corpus.num_tokens, cfg.data.val_fraction, test).items():
+        if split != "test" or test > 0:
             name = {"train": "training", "val": "validation"}.get(split, split)
-            fraction = "data.test_fraction" if split == "test" else "data.val_fraction"
-            raise ConfigError(
-                f"context_window ({T}) is longer than the {name} split ({n} characters): lower "
-                f"model.context_window or give the {name} split more text ({fraction})"
-            )
+            window_fits(name, n, T, (str(corpus.source), corpus.num_tokens))
 
 
 def check_resume(checkpoint: dict[str, Any], path: Path, cfg: DictConfig, corpus: EncodedCorpus) -> CharTokenizer:
@@ -144,8 +149,6 @@ def resolve_prompts(cfg: DictConfig, tokenizer: CharTokenizer, text: str) -> dic
         if callback is not None:
             default = first_line(text) if name == "sample_text" else text[:32]
             prompts[name] = resolve_prompt(f"callbacks.{name}.prompt", callback.get("prompt"), tokenizer, default)
-    if cfg.callbacks.get("sample_text") is not None:
-        check_sample("callbacks.sample_text", cfg.callbacks.sample_text)
     return prompts
 
 
@@ -198,10 +201,18 @@ def check_memory(cfg: DictConfig, vocab_size: int) -> None:
 def check_accelerator(trainer_cfg: DictConfig) -> None:
     """The accelerator and device count must exist here (Lightning would stop with a traceback)."""
     device = training_device(trainer_cfg)
-    if device is None:
+    accelerator = trainer_cfg.accelerator
+    if device is None and accelerator in ("gpu", "cuda"):
         raise ConfigError(
-            f"trainer.accelerator={trainer_cfg.accelerator} asks for a GPU but none is available: use trainer=cpu, "
-            "or trainer=default, which takes a GPU only when there is one"
+            f"trainer.accelerator={accelerator} (trainer=gpu, trainer=ddp) asks for a GPU but none is available: "
+            f"use trainer=cpu, trainer=ddp_cpu for data parallel on the CPU, or trainer=default, which takes a "
+            f"GPU only when there is one"
+        )
+    if device is None:  # Lightning's own refusal (mps, tpu, ...) names neither the key nor the fix
+        usable = ["auto", "cpu", *(["gpu"] if torch.cuda.is_available() else [])]
+        usable += ["mps"] if torch.backends.mps.is_available() else []
+        raise ConfigError(
+            f"trainer.accelerator={accelerator} is not available on this machine: use one of {', '.join(usable)}"
         )
     devices = trainer_cfg.devices
     count = {"cuda": torch.cuda.device_count(), "mps": 1}.get(device)
@@ -220,6 +231,107 @@ def check_accelerator(trainer_cfg: DictConfig) -> None:
         )
 
 
+# ---------------------------------------------------------------------------- the parts of a run
+
+HYDRA_KEYS = ("_target_", "_partial_", "_recursive_", "_convert_", "_args_")
+
+
+def part(key: str, spec: Any, **given: Any) -> Any:
+    """hydra's instantiate(spec, **given), with what the class refuses said in one line naming `key`."""
+    target = spec.get("_target_") if isinstance(spec, DictConfig) else None
+    if not isinstance(target, str):
+        raise ConfigError(f"{key} has no _target_: give the class to build as {key}._target_=..., or set {key}=null")
+    module, _, name = target.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except Exception as err:  # an import error of any kind: the path is what the user typed
+        raise ConfigError(
+            f"{key}._target_={target} cannot be imported ({one_line(err)}): check the class path"
+        ) from None
+    parameters = inspect.signature(cls).parameters
+    if not any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
+        options = [name for name in parameters if name not in given]
+        unknown = [k for k in spec if k not in HYDRA_KEYS and k not in parameters]
+        if unknown:
+            raise ConfigError(
+                f"{key}.{unknown[0]} is not an option of {cls.__name__}: remove it; "
+                f"its options are {', '.join(options)}"
+            )
+    try:
+        return instantiate(spec, **given)
+    except InstantiationException as err:
+        cause = err.__cause__ or err
+        message = one_line(cause)
+        if isinstance(cause, ConfigError) and message.startswith(key):
+            raise cause from None
+        if isinstance(cause, ConfigError) and message.split(" ", 1)[0] in spec:  # the class named its argument
+            raise ConfigError(f"{key}.{message}") from None
+        where = f"{key}.{named}={spec[named]}" if (named := named_key(spec, message)) else key
+        raise ConfigError(f"{where}: {cls.__name__} refuses it: {message}") from None
+
+
+def named_key(spec: DictConfig, message: str) -> str | None:
+    """The key of `spec` a library's error message is about: `devices=0`, then its value, then its name."""
+    keys = [str(k) for k in spec if k not in HYDRA_KEYS]
+    tests = [
+        lambda k: f"{k}=" in message,
+        lambda k: isinstance(spec[k], str) and len(spec[k]) > 1 and spec[k] in message,
+        lambda k: re.search(rf"\b{re.escape(k)}\b", message) is not None,
+    ]
+    return next((k for test in tests for k in keys if test(k)), None)
+
+
+def build_callbacks(cfg: DictConfig, prompts: dict[str, str], progress_bar: bool) -> list[L.Callback]:
+    """The configured callbacks (prompts resolved against the text), the progress bar if shown."""
+    callbacks = []
+    for name, spec in cfg.callbacks.items():
+        if spec is None or (name == "progress_bar" and not progress_bar):
+            continue
+        extra = {"prompt": prompts[name]} if name in prompts else {}
+        callbacks.append(part(f"callbacks.{name}", spec, **extra))
+    return callbacks
+
+
+def build_trainer(cfg: DictConfig, callbacks: list[L.Callback], logger: Any, progress_bar: bool) -> L.Trainer:
+    return part(
+        "trainer",
+        cfg.trainer,
+        callbacks=callbacks,
+        logger=logger,
+        enable_progress_bar=progress_bar,
+        plugins=[AtomicCheckpointIO()],
+    )
+
+
+def build_datamodule(cfg: DictConfig, tokenizer: CharTokenizer, corpus: EncodedCorpus | None = None) -> Any:
+    """The DataModule, handed the one window length there is (the model's) and what the plan read."""
+    return part("data", cfg.data, context_window=cfg.model.context_window, tokenizer=tokenizer, corpus=corpus)
+
+
+def check_parts(cfg: DictConfig, tokenizer: CharTokenizer, corpus: EncodedCorpus, prompts: dict[str, str]) -> None:
+    """Construct every part of the run (nothing is trained, nothing is written): each refuses its own keys.
+
+    Before Hydra starts, paths.output_dir (Hydra's run directory) is not known yet; the parts are
+    then given a stand-in path, which their constructors only store.
+    """
+    try:
+        str(cfg.paths.output_dir)
+    except OmegaConfBaseException:
+        cfg = copy.deepcopy(cfg)
+        with open_dict(cfg):
+            cfg.paths.output_dir = str(Path(cfg.paths.log_dir) / "run-not-yet-created")
+    build_datamodule(cfg, tokenizer, corpus)
+    callbacks = build_callbacks(cfg, prompts, progress_bar=True)
+    logger = part("logger", cfg.logger) if cfg.logger is not None else False
+    quiet = logging.getLogger("lightning.pytorch.utilities.rank_zero")  # "GPU available: ..." before the run
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)
+    try:
+        build_trainer(cfg, callbacks, logger, progress_bar=True)
+    finally:
+        quiet.setLevel(level)
+
+
 def plan(cfg: DictConfig) -> Plan:
     """Check a composed train config against everything it will meet; raise ConfigError naming the fix."""
     check_values(cfg)
@@ -235,6 +347,7 @@ def plan(cfg: DictConfig) -> Plan:
     prompts = resolve_prompts(cfg, tokenizer, opening(corpus.source))
     if tokenizer.vocab != corpus.vocab:  # a checkpoint's larger vocabulary: the text encoded with its ids
         corpus = open_corpus(corpus.source, cfg.data.cache_dir, tokenizer.vocab)
+    check_parts(cfg, tokenizer, corpus, prompts)
     return Plan(tokenizer, resume, prompts, corpus)
 
 

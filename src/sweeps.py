@@ -35,6 +35,8 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
+from src import rules
+
 log = logging.getLogger(__name__)
 RESULT = "result.json"
 # Overrides that say where or how a job runs, not what it trains: never part of a run name.
@@ -115,14 +117,8 @@ def gpu_count() -> int:
 
 
 def check_sweep_config(cfg: DictConfig) -> None:
-    """The `sweep` keys' values, checked before a sweep starts; raises ValueError naming the fix."""
-    jobs_per_gpu, media = cfg.sweep.jobs_per_gpu, cfg.sweep.media
-    if not isinstance(jobs_per_gpu, int) or isinstance(jobs_per_gpu, bool) or jobs_per_gpu < 1:
-        raise ValueError(
-            f"sweep.jobs_per_gpu must be a positive integer, got {jobs_per_gpu!r}: e.g. sweep.jobs_per_gpu=2"
-        )
-    if not isinstance(media, bool):
-        raise ValueError(f"sweep.media must be true or false, got {media!r}")
+    """The `sweep` keys' values, checked before a sweep starts; raises ConfigError naming the fix."""
+    rules.sweep(cfg.sweep.jobs_per_gpu, cfg.sweep.media)
 
 
 def launcher_of(point: list[str]) -> str:
@@ -161,7 +157,7 @@ def check_sweep_job(cfg: DictConfig, point: list[str]) -> None:
 
 def parallel_jobs(accelerator: str, jobs_per_gpu: int) -> int:
     """hydra/launcher=parallel's default n_jobs: every GPU `jobs_per_gpu` times, else every core."""
-    check_sweep_config(OmegaConf.create({"sweep": {"jobs_per_gpu": jobs_per_gpu, "media": False}}))
+    rules.positive_int("sweep.jobs_per_gpu", jobs_per_gpu, "e.g. sweep.jobs_per_gpu=2")
     gpus = gpu_count() if accelerator in ("auto", "gpu", "cuda") else 0
     return gpus * jobs_per_gpu if gpus else cpu_cores()
 

@@ -41,9 +41,9 @@ from src.data.datamodule import ShakespeareDataModule
 from src.explorer.page import write_explorer
 from src.model.language_model import count_parameters
 from src.model.sampling import sample_text
+from src.preflight import build_callbacks
 from src.training.callbacks import GracefulInterrupt, LogHyperparams, TokensPerSecond, TrainingInterrupted
 from src.training.checkpoint import CheckpointError, find_checkpoint, load_trained
-from src.training.checkpoint_io import AtomicCheckpointIO
 from src.training.lit_gpt import LitGPT
 
 log = logging.getLogger(__name__)
@@ -71,18 +71,6 @@ def tensorboard_hparams(cfg: DictConfig, num_parameters: int) -> dict[str, Any]:
     }
 
 
-def build_callbacks(cfg: DictConfig, plan: preflight.Plan) -> list[L.Callback]:
-    """The configured callbacks (prompts resolved against the text), the progress bar if shown."""
-    shown = show_progress_bar(cfg.progress_bar)
-    callbacks = []
-    for name, spec in cfg.callbacks.items():
-        if spec is None or (name == "progress_bar" and not shown):
-            continue
-        extra = {"prompt": plan.prompts[name]} if name in plan.prompts else {}
-        callbacks.append(instantiate(spec, **extra))
-    return callbacks
-
-
 class Run(NamedTuple):
     """What `python -m src.train` fits, each part built once from its config."""
 
@@ -98,7 +86,7 @@ def build(cfg: DictConfig, plan: preflight.Plan, module_class: type[LitGPT] = Li
     (module_class: their LitGPT variants), so that they measure what a run runs.
     """
     L.seed_everything(cfg.seed, workers=True, verbose=False)
-    datamodule = instantiate(cfg.data, tokenizer=plan.tokenizer, corpus=plan.corpus)
+    datamodule = preflight.build_datamodule(cfg, plan.tokenizer, plan.corpus)
     datamodule.setup("fit")  # splits the text the plan mapped (Lightning's own call is then free)
     lit = module_class(
         model=OmegaConf.to_container(cfg.model, resolve=True),
@@ -107,15 +95,10 @@ def build(cfg: DictConfig, plan: preflight.Plan, module_class: type[LitGPT] = Li
         data={k: cfg.data[k] for k in ("path", "val_fraction", "test_fraction")},
     )
     hparams = LogHyperparams(tensorboard_hparams(cfg, count_parameters(lit.model)))
-    callbacks = [*build_callbacks(cfg, plan), GracefulInterrupt(), hparams]
+    shown = show_progress_bar(cfg.progress_bar)
+    callbacks = [*build_callbacks(cfg, plan.prompts, shown), GracefulInterrupt(), hparams]
     logger = instantiate(cfg.logger, version=sweeps.run_name())  # sweep jobs: named by their overrides
-    trainer: L.Trainer = instantiate(
-        cfg.trainer,
-        callbacks=callbacks,
-        logger=logger,
-        enable_progress_bar=show_progress_bar(cfg.progress_bar),
-        plugins=[AtomicCheckpointIO()],
-    )
+    trainer = preflight.build_trainer(cfg, callbacks, logger, shown)
     if cfg.compile:
         lit.model.compile()  # in place: checkpoints keep the plain parameter names
     return Run(datamodule, lit, trainer)

@@ -58,6 +58,30 @@ TRAIN_CASES = {
     "not a checkpoint": (["ckpt_path={ws}/not.ckpt"], r"is not a checkpoint"),
     "gpu without gpu": (["trainer=gpu"], r"asks for a GPU but none is available: use trainer=cpu"),
     "output not writable": (["paths.log_dir=/proc/scratchgpt-outputs"], r"cannot write the run to .*paths\.log_dir"),
+    # Issue 25: each of these was a traceback, or refused only after the run directory existed.
+    "model.kind switched alone": (["model.kind=seed"], r"model.kind=seed keeps the options of the gpt model.*model=seed"),
+    "model.kind unknown": (["model.kind=rnn"], r"model.kind must be one of gpt, seed, got 'rnn'"),
+    "model key added": (["+model.foo=1"], r"model.foo is not an option of the gpt model: remove it"),
+    "accelerator mps": (["trainer.accelerator=mps"], r"trainer.accelerator=mps is not available on this machine"),
+    "accelerator tpu": (["trainer.accelerator=tpu"], r"trainer.accelerator=tpu is not available on this machine"),
+    "ddp without gpu": (["trainer=ddp"], r"trainer.accelerator=gpu \(trainer=gpu, trainer=ddp\).*trainer=ddp_cpu"),
+    "devices 0": (["trainer.devices=0"], r"^error: trainer.devices=0: Trainer refuses it"),
+    "precision": (["trainer.precision=bogus"], r"^error: trainer.precision=bogus: Trainer refuses it: .*bf16-mixed"),
+    "no checkpointing": (["trainer.enable_checkpointing=false"], r"trainer.enable_checkpointing must be true"),
+    "no training batches": (["trainer.limit_train_batches=0"], r"trainer.limit_train_batches must be null.*max_steps"),
+    "val_tokens 0": (["data.val_tokens=0"], r"data.val_tokens must be a positive integer"),
+    "val_tokens below a window": (["data.val_tokens=10"], r"data.val_tokens \(10\) must exceed model.context_window"),
+    "sampling": (["data.sampling=sequential"], r"data.sampling must be one of random, epoch"),
+    "every_n_train_steps 0": (
+        ["callbacks.last_checkpoint.every_n_train_steps=0"],
+        r"callbacks.last_checkpoint.every_n_train_steps must be a positive integer",
+    ),
+    "peak_flops 0": (["callbacks.throughput.peak_flops=0"], r"callbacks.throughput.peak_flops must be a positive"),
+    "callback option added": (["+callbacks.sample_text.foo=1"], r"callbacks.sample_text.foo is not an option of"),
+    "callback class missing": (["+callbacks.x._target_=nope.X"], r"callbacks.x._target_=nope.X cannot be imported"),
+    "optimizer name": (["optimizer.name=adam"], r"optimizer.name must be one of adamw, sgd"),
+    "optimizer name switched alone": (["optimizer.name=sgd"], r"optimizer.name=sgd keeps the options.*optimizer=sgd"),
+    "a second window key": (["data.context_window=8"], r"'data.context_window': did you mean model.context_window\?"),
 }
 
 

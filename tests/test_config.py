@@ -22,7 +22,8 @@ def test_model_and_optimizer_options_compose_and_build(model, optimizer):
     cfg = compose("train", [f"model={model}", f"optimizer={optimizer}"])
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
     net = build_model(model_cfg, vocab_size=65)
-    assert net.context_window == cfg.data.context_window  # one source of truth
+    assert net.context_window == cfg.model.context_window
+    assert "context_window" not in cfg.data  # one key for one concept: the model's
 
 
 @pytest.mark.parametrize("trainer", options("trainer"))
@@ -36,7 +37,6 @@ def test_trainer_options_compose(trainer):
 def test_experiments_compose_and_build(experiment):
     cfg = compose("train", [f"experiment={experiment}"])
     build_model(OmegaConf.to_container(cfg.model, resolve=True), vocab_size=65)
-    assert cfg.data.context_window == cfg.model.context_window
 
 
 def test_the_keys_users_type_exist():
@@ -51,7 +51,7 @@ def test_the_keys_users_type_exist():
             "seed=7",
         ],
     )
-    assert (cfg.model.num_heads, cfg.data.context_window, cfg.trainer.max_steps, cfg.data.seed) == (5, 32, 10, 7)
+    assert (cfg.model.num_heads, cfg.model.context_window, cfg.trainer.max_steps, cfg.data.seed) == (5, 32, 10, 7)
     build_model(OmegaConf.to_container(cfg.model, resolve=True), vocab_size=65)  # the defaults accept 5 heads
 
 
@@ -66,7 +66,7 @@ def test_callbacks_logger_and_datamodule_instantiate(tmp_path):
         instantiate(callback)
     logger = instantiate(cfg.logger)
     assert Path(logger.log_dir) == tmp_path / "run" / "tensorboard"
-    dm = instantiate(cfg.data)
+    dm = instantiate(cfg.data, context_window=cfg.model.context_window)
     assert isinstance(dm, ShakespeareDataModule)
     assert dm.context_window == cfg.model.context_window
 

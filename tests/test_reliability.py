@@ -79,7 +79,7 @@ def train_with(monkeypatch, run: Path, extra: L.Callback, *overrides: str) -> No
     from src import train as train_module
 
     configured = train_module.build_callbacks
-    monkeypatch.setattr(train_module, "build_callbacks", lambda cfg, plan: [*configured(cfg, plan), extra])
+    monkeypatch.setattr(train_module, "build_callbacks", lambda *args: [*configured(*args), extra])
     train_module.train(compose_training(run, *overrides))
 
 
@@ -161,7 +161,7 @@ REFUSED = {
     "optimizer.betas=[2.0,0.9]": r"optimizer.betas must be two numbers in \[0, 1\)",
     "data.val_batch_size=0": r"data.val_batch_size must be a positive integer",
     "optimizer.lr=inf": r"optimizer.lr must be a positive finite number",
-    "progress_bar=maybe": r"progress_bar must be auto, true or false",
+    "progress_bar=maybe": r"progress_bar must be one of auto, true, false",
     "sample.temperature=-1": r"sample.temperature must be >= 0",
 }
 

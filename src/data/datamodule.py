@@ -8,12 +8,12 @@ import lightning as L
 import numpy as np
 from torch.utils.data import DataLoader
 
+from src import rules
 from src.data.corpus import TINY_SHAKESPEARE_SHA256, TINY_SHAKESPEARE_URL, DataError, resolve_corpus
 from src.data.token_cache import EncodedCorpus, open_corpus
 from src.data.tokenizer import CharTokenizer
 from src.data.windows import EpochWindowBatches, RandomWindowBatches, ValidationWindows, validation_batches
 
-SAMPLING = ("random", "epoch")
 # Tokens per validation batch when data.val_batch_size is null (see eval_batch_size).
 EVAL_TOKENS_CPU = 2_048
 EVAL_TOKENS_ACCELERATOR = 65_536
@@ -31,11 +31,6 @@ def require_two_characters(vocab: list[str], path: Path) -> None:
             f"{path} has only one distinct character ({vocab[0]!r}): there is nothing to predict; "
             f"choose a text with at least two different characters for data.path"
         )
-
-
-def _positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 class ShakespeareDataModule(L.LightningDataModule):
@@ -71,22 +66,11 @@ class ShakespeareDataModule(L.LightningDataModule):
     ):
         """tokenizer, corpus: what the run's plan already read (preflight.plan), so not read again."""
         super().__init__()
-        _positive_int("context_window", context_window)
-        _positive_int("batch_size", batch_size)
-        if val_tokens is not None:
-            _positive_int("data.val_tokens", val_tokens)
-            if val_tokens <= context_window:
-                raise ValueError(
-                    f"data.val_tokens ({val_tokens}) must exceed model.context_window ({context_window}) to hold "
-                    f"one validation window: raise it, or set data.val_tokens=null to score the whole split"
-                )
-        if sampling not in SAMPLING:
-            raise ValueError(f"data.sampling must be random or epoch, got {sampling!r}")
-        if not (0 < val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
-            raise ValueError(
-                f"data.val_fraction ({val_fraction}) must be in (0, 1) and data.test_fraction ({test_fraction}) "
-                f"in [0, 1), leaving text to train on"
-            )
+        rules.positive_int("model.context_window", context_window)
+        rules.positive_int("data.batch_size", batch_size)
+        rules.val_tokens(val_tokens, context_window)
+        rules.choice("data.sampling", sampling, rules.SAMPLING)
+        rules.split_fractions(val_fraction, test_fraction)
         self.context_window, self.batch_size, self.val_batch_size = context_window, batch_size, val_batch_size
         self.path, self.cache_dir, self.url, self.sha256 = path, cache_dir, url, sha256
         self.val_fraction, self.test_fraction = val_fraction, test_fraction

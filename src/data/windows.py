@@ -15,6 +15,8 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
+from src.rules import window_fits
+
 IGNORE = -1  # target id of positions that are not scored (see ValidationWindows)
 MASK64 = (1 << 64) - 1
 
@@ -23,14 +25,6 @@ def windows_at(data: np.ndarray, starts: Tensor, T: int) -> tuple[Tensor, Tensor
     """starts: (B,) -> x, y: (B, T) int64, gathered in one indexing operation."""
     chunk = torch.from_numpy(data[starts.numpy()[:, None] + np.arange(T + 1)].astype(np.int64))  # (B, T + 1)
     return chunk[:, :-1], chunk[:, 1:]
-
-
-def check_fits(split: str, length: int, T: int) -> None:
-    if length < T + 1:
-        raise ValueError(
-            f"context_window ({T}) is longer than the {split} split ({length} characters): "
-            f"lower model.context_window or give the {split} split more text (data.val_fraction)"
-        )
 
 
 def stream_seed(seed: int, rank: int, k: int) -> int:
@@ -46,7 +40,7 @@ class RandomWindowBatches:
     """
 
     def __init__(self, data: np.ndarray, T: int, batch_size: int, seed: int = 0, rank: int = 0, start_batch: int = 0):
-        check_fits("training", len(data), T)
+        window_fits("training", len(data), T)
         self.data, self.T, self.batch_size = data, T, batch_size
         self.seed, self.rank, self.start_batch = seed, rank, start_batch
 
@@ -112,7 +106,7 @@ class EpochWindowBatches:
         world_size: int = 1,
         start_batch: int = 0,
     ):
-        check_fits("training", len(data), T)
+        window_fits("training", len(data), T)
         self.data, self.T, self.batch_size = data, T, batch_size
         self.seed, self.rank, self.world_size, self.start_batch = seed, rank, world_size, start_batch
         self.num_windows = len(data) - T
@@ -145,7 +139,7 @@ class ValidationWindows(Dataset):
     """
 
     def __init__(self, data: np.ndarray, T: int, rank: int = 0, world_size: int = 1):
-        check_fits("validation", len(data), T)
+        window_fits("validation", len(data), T)
         self.data, self.T = data, T
         n_targets = len(data) - 1
         self.whole = n_targets // T  # windows at 0, T, 2T, ...

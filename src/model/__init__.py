@@ -20,22 +20,46 @@ from src.model.gpt import GPT, GPTConfig
 from src.model.language_model import CausalLanguageModel, count_parameters
 from src.model.sampling import generate
 from src.model.seed_gpt import SeedGPT, SeedGPTConfig
+from src.rules import ConfigError
 
 MODELS = {"gpt": (GPT, GPTConfig), "seed": (SeedGPT, SeedGPTConfig)}
 
 
-def build_model(config: Mapping[str, Any], vocab_size: int) -> CausalLanguageModel:
-    """config: {"kind": "gpt" | "seed", ...the fields of GPTConfig or SeedGPTConfig}."""
+def options_of(kind: str) -> set[str]:
+    return {f.name for f in fields(MODELS[kind][1])} - {"vocab_size"}
+
+
+def model_config(config: Mapping[str, Any], vocab_size: int) -> GPTConfig | SeedGPTConfig:
+    """config: {"kind": "gpt" | "seed", ...the fields of GPTConfig or SeedGPTConfig}, checked.
+
+    The kind is chosen with `model=gpt` or `model=seed`, which bring that model's options;
+    `model.kind=...` alone would keep the other model's options, so it is refused naming the fix.
+    """
     options = dict(config)
     kind = options.pop("kind", "gpt")
     if kind not in MODELS:
-        raise ValueError(f"model kind must be one of {', '.join(MODELS)}, got {kind!r}")
-    model_class, config_class = MODELS[kind]
-    known = {f.name for f in fields(config_class)} - {"vocab_size"}
-    unknown = sorted(set(options) - known)
+        raise ConfigError(
+            f"model.kind must be one of {', '.join(MODELS)}, got {kind!r}: "
+            f"choose the model with model=gpt or model=seed"
+        )
+    unknown = sorted(set(options) - options_of(kind))
     if unknown:
-        raise ValueError(f"model {kind!r} has no option {unknown[0]!r}; its options are {', '.join(sorted(known))}")
-    return model_class(config_class(vocab_size=vocab_size, **options))
+        others = [k for k in MODELS if k != kind and set(unknown) <= options_of(k)]
+        if others:
+            raise ConfigError(
+                f"model.kind={kind} keeps the options of the {others[0]} model (model.{unknown[0]}): "
+                f"choose the model with model={kind} instead, which brings its own options"
+            )
+        raise ConfigError(
+            f"model.{unknown[0]} is not an option of the {kind} model: remove it; "
+            f"its options are {', '.join(sorted(options_of(kind)))}"
+        )
+    return MODELS[kind][1](vocab_size=vocab_size, **options)  # __post_init__ checks each value
+
+
+def build_model(config: Mapping[str, Any], vocab_size: int) -> CausalLanguageModel:
+    cfg = model_config(config, vocab_size)
+    return MODELS[config.get("kind", "gpt")][0](cfg)
 
 
 __all__ = [
@@ -49,6 +73,7 @@ __all__ = [
     "SingleHeadSelfAttention",
     "attention_without_parameters",
     "build_model",
+    "model_config",
     "causal_mask",
     "count_parameters",
     "generate",

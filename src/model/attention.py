@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from src.model.checks import check_heads
 from src.model.kv_cache import KVCache
+from src.rules import heads_divide
 
 
 def causal_mask(T: int, device: torch.device | str | None = None) -> Tensor:
@@ -133,7 +133,7 @@ class MultiHeadAttention(nn.Module):
         out_std: float = 0.02,
     ):
         super().__init__()
-        check_heads(d_model, num_heads)
+        heads_divide(d_model, num_heads)
         self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
         self.W_Q = _init_projection(d_model, d_model)
         self.W_K = _init_projection(d_model, d_model)

@@ -14,10 +14,10 @@ import torch
 from torch import Tensor, nn
 
 from src.model.attention import MultiHeadAttention
-from src.model.checks import check_heads, check_positive
 from src.model.kv_cache import KVCache
 from src.model.language_model import CausalLanguageModel
 from src.model.layers import MLP, LayerNorm, TokenAndPositionEmbedding
+from src.rules import dropout, heads_divide, positional, positive_int
 
 
 @dataclass
@@ -35,17 +35,12 @@ class GPTConfig:
     fused: bool = False  # PyTorch's fused kernels instead of the plain tensor math
 
     def __post_init__(self) -> None:
-        check_positive(
-            vocab_size=self.vocab_size,
-            context_window=self.context_window,
-            embedding_dim=self.embedding_dim,
-            num_heads=self.num_heads,
-            num_layers=self.num_layers,
-            mlp_ratio=self.mlp_ratio,
-        )
-        check_heads(self.embedding_dim, self.num_heads)
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        positive_int("vocab_size", self.vocab_size)
+        for name in ("context_window", "num_layers", "mlp_ratio"):
+            positive_int(f"model.{name}", getattr(self, name))
+        heads_divide(self.embedding_dim, self.num_heads)
+        dropout(self.dropout)
+        positional(self.positional)
 
 
 class Block(nn.Module):

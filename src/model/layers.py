@@ -10,6 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from src.rules import positional
+
 
 class LayerNorm(nn.Module):
     """y = (x - mean) / sqrt(var + eps) * gain + bias, over the last dimension.
@@ -76,11 +78,8 @@ class LearnedPositionalEmbedding(nn.Module):
 
 
 def positional_encoding(kind: str, max_len: int, d: int) -> nn.Module:
-    if kind == "sinusoidal":
-        return SinusoidalPositionalEncoding(max_len, d)
-    if kind == "learned":
-        return LearnedPositionalEmbedding(max_len, d)
-    raise ValueError(f"positional encoding must be 'sinusoidal' or 'learned', got {kind!r}")
+    positional(kind)  # sinusoidal or learned; anything else is refused naming model.positional
+    return LearnedPositionalEmbedding(max_len, d) if kind == "learned" else SinusoidalPositionalEncoding(max_len, d)
 
 
 class TokenAndPositionEmbedding(nn.Module):

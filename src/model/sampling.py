@@ -24,20 +24,14 @@ from torch import Tensor
 
 from src.data.tokenizer import CharTokenizer
 from src.model.language_model import CausalLanguageModel
+from src.rules import sampling
 
 Generators = torch.Generator | Sequence[torch.Generator] | None
 
 
 def check_sampling_args(max_new_tokens: int, temperature: float, top_k: int | None, top_p: float | None) -> None:
-    """Raise a ValueError that names the first invalid sampling argument."""
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
-    if not temperature >= 0:  # also rejects NaN
-        raise ValueError(f"temperature must be >= 0 (0 means greedy), got {temperature!r}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-        raise ValueError(f"top_k must be an integer >= 1 (or None for no limit), got {top_k!r}")
-    if top_p is not None and not 0.0 < top_p <= 1.0:
-        raise ValueError(f"top_p must be in (0, 1] (or None for no limit), got {top_p!r}")
+    """Raise a ConfigError that names the first invalid sampling argument (generate's own keys)."""
+    sampling("", max_new_tokens, temperature, top_k, top_p)
 
 
 def next_token_distribution(

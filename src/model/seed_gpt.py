@@ -28,10 +28,10 @@ import torch
 from torch import Tensor, nn
 
 from src.model.attention import MultiHeadAttention
-from src.model.checks import check_heads, check_positive
 from src.model.kv_cache import KVCache
 from src.model.language_model import CausalLanguageModel
 from src.model.layers import LayerNorm, TokenAndPositionEmbedding
+from src.rules import choice, heads_divide, positional, positive_int
 
 INITS = ("small", "notes")
 
@@ -50,15 +50,11 @@ class SeedGPTConfig:
     fused: bool = False
 
     def __post_init__(self) -> None:
-        check_positive(
-            vocab_size=self.vocab_size,
-            context_window=self.context_window,
-            embedding_dim=self.embedding_dim,
-            num_heads=self.num_heads,
-        )
-        check_heads(self.embedding_dim, self.num_heads)
-        if self.init not in INITS:
-            raise ValueError(f"model.init must be one of {', '.join(INITS)}, got {self.init!r}")
+        positive_int("vocab_size", self.vocab_size)
+        positive_int("model.context_window", self.context_window)
+        heads_divide(self.embedding_dim, self.num_heads)
+        positional(self.positional)
+        choice("model.init", self.init, INITS)
 
 
 class SeedGPT(CausalLanguageModel):

@@ -11,6 +11,8 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.callbacks import Checkpoint, TQDMProgressBar
 
+from src.rules import positive_int
+
 
 def is_logging_step(trainer: L.Trainer) -> bool:
     """Whether the optimizer step in progress is one whose metrics Lightning writes to the logger.
@@ -132,12 +134,8 @@ class LastCheckpoint(Checkpoint):
     """
 
     def __init__(self, dirpath: str | Path, every_n_train_steps: int | None = None):
-        every = every_n_train_steps
-        if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
-            raise ValueError(
-                f"callbacks.last_checkpoint.every_n_train_steps must be a positive integer or null, "
-                f"got {every_n_train_steps!r}"
-            )
+        if every_n_train_steps is not None:
+            positive_int("every_n_train_steps", every_n_train_steps, "or null to save at validations only")
         self.path = Path(dirpath) / "last.ckpt"
         self.every_n_train_steps = every_n_train_steps
         self.saved_step: int | None = None

@@ -27,6 +27,7 @@ from torch import nn
 
 from src.model.attention import MultiHeadAttention, SingleHeadSelfAttention
 from src.model.layers import TokenAndPositionEmbedding
+from src.rules import finite
 from src.training.callbacks import TokensPerSecond
 
 log = logging.getLogger(__name__)
@@ -94,11 +95,8 @@ class Throughput(TokensPerSecond):
     """
 
     def __init__(self, peak_flops: float | None = None) -> None:
-        if peak_flops is not None and (isinstance(peak_flops, bool) or not peak_flops > 0):
-            raise ValueError(
-                f"callbacks.throughput.peak_flops must be a positive FLOP/s figure or null, got {peak_flops!r}"
-            )
-        super().__init__()
+        if peak_flops is not None:
+            finite("peak_flops", peak_flops, 0.0, "a positive FLOP/s figure, or null", strict=True)
         self.configured = peak_flops
         self.peak: float | None = None
         self.per_token = 0  # training FLOPs per token of this model, counted once at train start

@@ -7,6 +7,7 @@ import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 
 from src.model.sampling import sample_text
+from src.rules import sampling
 
 
 def tensorboard(trainer: L.Trainer):  # -> SummaryWriter | None
@@ -23,6 +24,7 @@ class SampleText(L.Callback):
     """A fixed-seed continuation of a fixed prompt, so the text improves step by step, readably."""
 
     def __init__(self, prompt: str, max_new_tokens: int = 200, temperature: float = 0.8, seed: int = 0):
+        sampling("", max_new_tokens, temperature, None, None)
         self.prompt, self.max_new_tokens, self.temperature, self.seed = prompt, max_new_tokens, temperature, seed
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from src.model.layers import TokenAndPositionEmbedding
+from src.rules import ConfigError
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
@@ -51,7 +52,7 @@ def build_optimizer(model: nn.Module, cfg: Mapping[str, Any]) -> torch.optim.Opt
         return torch.optim.AdamW(groups, lr=lr, betas=tuple(cfg.get("betas", (0.9, 0.999))), fused=fused or None)
     if name == "sgd":
         return torch.optim.SGD(groups, lr=lr, momentum=cfg.get("momentum", 0.0))
-    raise ValueError(f"optimizer.name must be 'adamw' or 'sgd', got {name!r}")
+    raise ConfigError(f"optimizer.name must be one of adamw, sgd, got {name!r}: choose it with optimizer=adamw")
 
 
 def build_schedule(optimizer: torch.optim.Optimizer, cfg: Mapping[str, Any]) -> torch.optim.lr_scheduler.LambdaLR:

@@ -1,0 +1,159 @@
+"""Every rule a value must follow, written once.
+
+The pre-check of a command line (src/config.py, src/preflight.py), the classes the values
+configure (the models, the DataModule, the windows, the callbacks) and the commands all call the
+rule here, so a limit and its message never differ between the place that checks early and the
+place that uses the value. Each rule raises ConfigError: one line naming the key and the fix.
+Nothing here imports torch, Lightning or Hydra.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+
+class ConfigError(ValueError):
+    """A value the schema's types allow but the run cannot use; the message names the key and the fix."""
+
+
+def refuse(key: str, value: Any, must: str, fix: str = "") -> NoReturn:
+    raise ConfigError(f"{key} must be {must}, got {value!r}" + (f": {fix}" if fix else ""))
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def positive_int(key: str, value: Any, fix: str = "") -> None:
+    if not is_int(value) or value < 1:
+        refuse(key, value, "a positive integer", fix)
+
+
+def non_negative_int(key: str, value: Any, fix: str = "") -> None:
+    if not is_int(value) or value < 0:
+        refuse(key, value, "a non-negative integer", fix)
+
+
+def finite(key: str, value: Any, low: float, must: str, strict: bool = False) -> None:
+    """A finite number above `low` (strict) or at least `low`."""
+    if not (is_number(value) and math.isfinite(value) and (value > low if strict else value >= low)):
+        refuse(key, value, must)
+
+
+def choice(key: str, value: Any, options: Sequence[str]) -> None:
+    if value not in options:
+        refuse(key, value, f"one of {', '.join(options)}")
+
+
+def boolean(key: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        refuse(key, value, "true or false")
+
+
+# ---------------------------------------------------------------------------- the model
+
+
+def heads_divide(embedding_dim: int, num_heads: int) -> None:
+    """Heads split the embedding into equal slices, so num_heads must divide it."""
+    positive_int("model.embedding_dim", embedding_dim)
+    positive_int("model.num_heads", num_heads)
+    if embedding_dim % num_heads != 0:
+        raise ConfigError(
+            f"embedding_dim ({embedding_dim}) must be divisible by num_heads ({num_heads}): "
+            f"choose an embedding_dim that is a multiple of num_heads"
+        )
+
+
+POSITIONAL = ("sinusoidal", "learned")
+
+
+def positional(value: Any) -> None:
+    choice("model.positional", value, POSITIONAL)
+
+
+def dropout(value: Any) -> None:
+    if not (is_number(value) and 0.0 <= value < 1.0):
+        refuse("model.dropout", value, "in [0, 1)")
+
+
+# ---------------------------------------------------------------------------- the data
+
+
+def split_fractions(val_fraction: Any, test_fraction: Any) -> None:
+    """Validation and test take the end of the text; something must be left to train on."""
+    ok = is_number(val_fraction) and is_number(test_fraction)
+    if not (ok and 0 < val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
+        raise ConfigError(
+            f"data.val_fraction ({val_fraction}) must be in (0, 1) and data.test_fraction "
+            f"({test_fraction}) in [0, 1), together below 1 so that text is left to train on"
+        )
+
+
+def window_fits(split: str, length: int, T: int, text: tuple[str, int] | None = None) -> None:
+    """A split must hold one window: T characters and the next one as the target of the last.
+
+    text: (path, characters) of the whole text, to say "use a longer text" when no fraction can help.
+    """
+    if length >= T + 1:
+        return
+    if text is not None and text[1] < 4 * (T + 1):
+        raise ConfigError(
+            f"data.path={text[0]} has only {text[1]} characters: a run needs windows of "
+            f"model.context_window + 1 = {T + 1} characters in each split; use a longer text"
+        )
+    fraction = "data.test_fraction" if split == "test" else "data.val_fraction"
+    raise ConfigError(
+        f"context_window ({T}) is longer than the {split} split ({length} characters): "
+        f"lower model.context_window or give the {split} split more text ({fraction})"
+    )
+
+
+SAMPLING = ("random", "epoch")
+
+
+def val_tokens(value: Any, T: int, key: str = "data.val_tokens") -> None:
+    """The scored span of a split must hold at least one window."""
+    if value is None:
+        return
+    positive_int(key, value, "or null to score the whole split")
+    if value <= T:
+        raise ConfigError(
+            f"{key} ({value}) must exceed model.context_window ({T}) to hold one validation window: "
+            f"raise it, or set {key}=null to score the whole split"
+        )
+
+
+# ---------------------------------------------------------------------------- sampling
+
+
+def sampling(prefix: str, max_new_tokens: Any, temperature: Any, top_k: Any, top_p: Any) -> None:
+    """Sampling settings of generate (prefix ""), of the final sample ("sample.") and of callbacks."""
+    non_negative_int(f"{prefix}max_new_tokens", max_new_tokens, "0 draws no sample")
+    if not (is_number(temperature) and temperature >= 0):  # NaN fails too
+        refuse(f"{prefix}temperature", temperature, ">= 0 (0 means greedy)")
+    if top_k is not None and (not is_int(top_k) or top_k < 1):
+        refuse(f"{prefix}top_k", top_k, "an integer >= 1, or null for no limit")
+    if top_p is not None and not (is_number(top_p) and 0.0 < top_p <= 1.0):
+        refuse(f"{prefix}top_p", top_p, "in (0, 1], or null for no limit")
+
+
+# ---------------------------------------------------------------------------- sweeps
+
+
+def sweep(jobs_per_gpu: Any, media: Any) -> None:
+    positive_int("sweep.jobs_per_gpu", jobs_per_gpu, "e.g. sweep.jobs_per_gpu=2")
+    boolean("sweep.media", media)
+
+
+def launcher_jobs(n_jobs: Any) -> None:
+    """hydra/launcher=parallel's n_jobs, in joblib's convention (-1: every core, -2: all but one)."""
+    if not is_int(n_jobs) or n_jobs == 0:
+        refuse(
+            "hydra.launcher.n_jobs", n_jobs, "a non-zero integer", "the number of jobs at once, or -1 for every core"
+        )
