@@ -68,7 +68,7 @@ def test_a_cpu_has_a_peak_only_when_configured():
 
 @pytest.mark.parametrize("bad", [0, -1.0, True])
 def test_a_bad_peak_is_refused_naming_the_key(bad):
-    with pytest.raises(ValueError, match=r"callbacks\.throughput\.peak_flops"):
+    with pytest.raises(ValueError, match=r"peak_flops must be a positive FLOP/s figure"):
         Throughput(peak_flops=bad)
 
 

@@ -55,7 +55,7 @@ def test_sinusoidal_encoding_is_a_buffer_not_a_parameter():
     assert "pe" in dict(module.named_buffers())
     assert torch.equal(module(2, 3), sinusoidal_encoding(8, 4)[2:5])
     assert len(list(positional_encoding("learned", 8, 4).parameters())) == 1
-    with pytest.raises(ValueError, match="'sinusoidal' or 'learned'"):
+    with pytest.raises(ValueError, match="model.positional must be one of sinusoidal, learned"):
         positional_encoding("rotary", 8, 4)
 
 

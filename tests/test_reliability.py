@@ -151,7 +151,7 @@ def test_prompts_default_to_the_opening_of_the_text_and_unknown_characters_are_r
 # ---------------------------------------------------------------------------- values of every kind
 
 REFUSED = {
-    "trainer.gradient_clip_val=-1": r"trainer.gradient_clip_val must be a number >= 0",
+    "trainer.gradient_clip_val=-1": r"trainer.gradient_clip_val must be a finite number >= 0",
     "optimizer.weight_decay=-1": r"optimizer.weight_decay must be a finite number >= 0",
     "trainer.max_steps=0": r"trainer.max_steps must be a positive integer",
     "trainer.max_steps=-5": r"trainer.max_steps must be a positive integer",

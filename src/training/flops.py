@@ -97,6 +97,7 @@ class Throughput(TokensPerSecond):
     def __init__(self, peak_flops: float | None = None) -> None:
         if peak_flops is not None:
             finite("peak_flops", peak_flops, 0.0, "a positive FLOP/s figure, or null", strict=True)
+        super().__init__()
         self.configured = peak_flops
         self.peak: float | None = None
         self.per_token = 0  # training FLOPs per token of this model, counted once at train start
