@@ -110,6 +110,7 @@ class SweepSchema:
 class TrainSchema:
     seed: int = 1337
     ckpt_path: str | None = None
+    finetune: bool = False  # resume ckpt_path on another text than the one it was trained on
     compile: bool = False
     overwrite: bool = False
     progress_bar: str = "auto"

@@ -100,6 +100,7 @@ def check_resume(checkpoint: dict[str, Any], path: Path, cfg: DictConfig, corpus
             f"{path} was trained with optimizer={name}, whose state it holds, but the config says "
             f"optimizer={cfg.optimizer.name}: resume with optimizer={name}, or start a new run without ckpt_path"
         )
+    check_same_text(saved.get("data") or {}, path, cfg, corpus)
     tokenizer = CharTokenizer.from_dict(saved["tokenizer"])
     unknown = sorted(set(corpus.vocab) - set(tokenizer.vocab))
     if unknown:
@@ -115,6 +116,28 @@ def check_resume(checkpoint: dict[str, Any], path: Path, cfg: DictConfig, corpus
             f"there is nothing left to train; set trainer.max_steps above {step} to continue"
         )
     return tokenizer
+
+
+def check_same_text(saved: dict[str, Any], path: Path, cfg: DictConfig, corpus: EncodedCorpus) -> None:
+    """A resume continues on the run's own text; another text (fine-tuning) must be asked for.
+
+    The checkpoint records its text's sha256 (checkpoints from before that: its path), so a text
+    edited or appended to since is caught too, not only one with unknown characters.
+    """
+    if cfg.finetune:
+        return
+    was_sha, was_path = saved.get("sha256"), saved.get("path")
+    if was_sha is not None:
+        same = was_sha == corpus.sha256
+    else:
+        same = was_path is None or Path(was_path).expanduser().resolve() == Path(corpus.source).resolve()
+    if not same:
+        trained_on = f"{was_path or 'Tiny Shakespeare'}" + (f", sha256 {was_sha[:12]}..." if was_sha else "")
+        raise ConfigError(
+            f"{path} was trained on another text ({trained_on}) than data.path={corpus.source} "
+            f"({corpus.num_tokens:,} characters, sha256 {corpus.sha256[:12]}...): resume on the run's own text, "
+            f"or add finetune=true to continue training on this one"
+        )
 
 
 def resolve_prompt(key: str, prompt: str | None, tokenizer: CharTokenizer, default: str) -> str:

@@ -92,7 +92,7 @@ def build(cfg: DictConfig, plan: preflight.Plan, module_class: type[LitGPT] = Li
         model=OmegaConf.to_container(cfg.model, resolve=True),
         tokenizer=plan.tokenizer.to_dict(),
         optimizer=OmegaConf.to_container(cfg.optimizer, resolve=True),
-        data={k: cfg.data[k] for k in ("path", "val_fraction", "test_fraction")},
+        data={**{k: cfg.data[k] for k in ("path", "val_fraction", "test_fraction")}, "sha256": plan.corpus.sha256},
     )
     hparams = LogHyperparams(tensorboard_hparams(cfg, count_parameters(lit.model)))
     shown = show_progress_bar(cfg.progress_bar)

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from src import preflight
 from src.train import main as train_main
-from tests.helpers import run_cli, shakespeare_file, tiny_training
+from tests.helpers import compose_training, run_cli, shakespeare_file, tiny_training
 
 
 def files_under(directory: Path) -> set[Path]:
@@ -59,7 +60,7 @@ TRAIN_CASES = {
     "gpu without gpu": (["trainer=gpu"], r"asks for a GPU but none is available: use trainer=cpu"),
     "output not writable": (["paths.log_dir=/proc/scratchgpt-outputs"], r"cannot write the run to .*paths\.log_dir"),
     # Issue 25: each of these was a traceback, or refused only after the run directory existed.
-    "model.kind switched alone": (["model.kind=seed"], r"model.kind=seed keeps the options of the gpt model.*model=seed"),
+    "model.kind switched alone": (["model.kind=seed"], r"model.kind=seed keeps the options of the gpt model.*=seed"),
     "model.kind unknown": (["model.kind=rnn"], r"model.kind must be one of gpt, seed, got 'rnn'"),
     "model key added": (["+model.foo=1"], r"model.foo is not an option of the gpt model: remove it"),
     "accelerator mps": (["trainer.accelerator=mps"], r"trainer.accelerator=mps is not available on this machine"),
@@ -180,3 +181,26 @@ def test_generate_without_any_checkpoint_says_how_to_get_one(tmp_path):
 
 def test_the_shared_corpus_is_the_real_one():
     assert shakespeare_file().stat().st_size == 1_115_394
+
+
+@pytest.mark.slow
+def test_resuming_on_another_text_is_refused_unless_asked_for(trained, tmp_path, monkeypatch, capsys):
+    """Issue 25: a text with a subset of the run's characters, or the run's own text with more
+    appended, resumed silently (only the vocabulary was compared). finetune=true asks for it."""
+    run_dir, _ = trained
+    text = shakespeare_file().read_text()
+    subset, appended = tmp_path / "subset.txt", tmp_path / "appended.txt"
+    subset.write_text(text[:40_000])
+    appended.write_text(text + "\nROMEO:\nAnd one more line.\n")
+    for other in (subset, appended):
+        copy = tmp_path / f"run-{other.stem}"
+        shutil.copytree(run_dir, copy)
+        args = [f"ckpt_path={copy}", f"data.path={other}", "trainer.max_steps=41"]
+        result = run_in_process(monkeypatch, capsys, train_main, args)
+        assert_refused(
+            result, rf"was trained on another text \(.*input\.txt, sha256 .*\) than data.path={other}.*finetune=true"
+        )
+    plan = preflight.plan(
+        compose_training(tmp_path / "ft", f"ckpt_path={run_dir}", "trainer.max_steps=41", "finetune=true", data=subset)
+    )
+    assert plan.resume == run_dir / "checkpoints" / "last.ckpt" and plan.corpus.path == subset

@@ -7,6 +7,7 @@ import inspect
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,9 +20,10 @@ import torch
 from hydra.errors import HydraException
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from omegaconf import DictConfig, OmegaConf
 
 from src import preflight
-from src.cli import compose, explain
+from src.cli import compose, dotted_keys, explain
 from src.config import ConfigError
 from src.training.checkpoint import read_checkpoint
 from src.training.checkpoint_io import remove_leftovers
@@ -202,47 +204,30 @@ def test_lightning_trainer_arguments_are_config_keys():
     assert arguments <= set(cfg.trainer)  # fails loudly when Lightning adds an argument we do not expose
 
 
-NUMERIC_KEYS = [
-    "seed",
-    "model.context_window",
-    "model.embedding_dim",
-    "model.num_heads",
-    "model.num_layers",
-    "model.mlp_ratio",
-    "model.dropout",
-    "data.batch_size",
-    "data.val_batch_size",
-    "data.val_fraction",
-    "data.test_fraction",
-    "data.num_workers",
-    "optimizer.lr",
-    "optimizer.weight_decay",
-    "optimizer.warmup_steps",
-    "optimizer.min_lr",
-    "optimizer.decay_steps",
-    "trainer.max_steps",
-    "trainer.val_check_interval",
-    "trainer.log_every_n_steps",
-    "trainer.gradient_clip_val",
-    "trainer.accumulate_grad_batches",
-    "sample.max_new_tokens",
-    "sample.temperature",
-    "sample.top_k",
-    "sample.top_p",
-    "callbacks.sample_text.max_new_tokens",
-    "callbacks.sample_text.temperature",
-]
-STRING_KEYS = [
-    "sample.prompt",
-    "callbacks.sample_text.prompt",
-    "callbacks.attention_maps.prompt",
-    "progress_bar",
-    "model.positional",
-]
+def every_key() -> list[str]:
+    """Every key a user can type on train's command line: each leaf of each group (model, data,
+    optimizer, trainer, logger, callbacks, sample, sweep), plus keys added with `+`. Left out: the
+    keys that say where files go (paths.*, data.cache_dir, dirpath, save_dir, default_root_dir),
+    whose random values would write into the project, and data.path/url (the text is fixed here)."""
+    cfg = compose("train", ["paths.output_dir=/unused"])
+    where = ("paths.", "data.cache_dir", "data.path", "data.url", "logger.save_dir", "trainer.default_root_dir")
+    leaves = [
+        k
+        for k in dotted_keys(cfg)
+        if not isinstance(OmegaConf.select(cfg, k), DictConfig) and not k.startswith(where) and "dirpath" not in k
+    ]
+    added = ["+model.extra", "+data.extra", "+optimizer.extra", "+trainer.extra", "+logger.extra", "+extra"]
+    return leaves + added + ["+callbacks.sample_text.extra", "+callbacks.extra._target_"]
+
+
+EVERY_KEY = every_key()
 VALUES = st.one_of(
     st.integers(-(10**12), 10**12).map(str),
+    st.integers(-3, 70).map(str),
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
-    st.sampled_from(["null", "true", "false", "abc", "''", "[1,2]", "1e-3", "-0.0", "nan", "inf", "-inf"]),
+    st.sampled_from(
+        ["null", "true", "false", "abc", "''", "[1,2]", "1e-3", "-0.0", "nan", "inf", "-inf", "gpt", "seed"]
+    ),
     st.text(alphabet="aZ:é€ \n", max_size=6).map(lambda s: f"'{s}'"),
 )
 
@@ -254,34 +239,56 @@ def small_text(tmp_path_factory) -> Path:
     return path
 
 
-@pytest.mark.slow  # 100 examples, each composed, checked and built
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(key=st.sampled_from(NUMERIC_KEYS + STRING_KEYS), value=VALUES)
+class StopAfter(L.Callback):
+    def __init__(self, steps: int):
+        self.steps = steps
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step >= self.steps:
+            trainer.should_stop = True
+
+
+def test_every_key_of_every_group_is_in_the_property_test():
+    groups = {k.lstrip("+").split(".")[0] for k in EVERY_KEY}
+    assert {"model", "data", "optimizer", "trainer", "logger", "callbacks", "sample", "sweep"} <= groups
+    assert {"trainer.precision", "trainer.devices", "callbacks.last_checkpoint.every_n_train_steps"} <= set(EVERY_KEY)
+    assert {"data.val_tokens", "data.sampling", "model.kind", "optimizer.name", "+model.extra"} <= set(EVERY_KEY)
+
+
+@pytest.mark.slow  # 150 examples, each composed, checked, built and (if accepted) trained for 2 steps
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=st.sampled_from(EVERY_KEY), value=VALUES)
 def test_any_value_of_any_key_is_accepted_or_refused_in_one_line_naming_the_key(small_text, tmp_path, key, value):
-    """Through the CLI's own path: compose, then the pre-check. What passes must build a run."""
-    overrides = [f"data.path={small_text}", "model.context_window=16", f"{key}={value}"]
+    """Through the CLI's own path: compose, then the pre-check, with nothing written. What passes
+    must train: its parts are built as train() builds them and take two optimizer steps."""
+    run = tmp_path / "run"
+    shutil.rmtree(run, ignore_errors=True)
+    overrides = [f"data.path={small_text}", "model.context_window=16", "model.num_layers=1", f"{key}={value}"]
     try:
-        cfg = compose_training(tmp_path / "run", *overrides)
+        cfg = compose_training(run, *overrides)
     except HydraException as err:
         message = explain(err, "train", overrides)
-        assert "\n" not in message and (key in message or "cannot parse" in message), message
+        named = key.lstrip("+").removesuffix("._target_")
+        assert "\n" not in message and (named in message or "cannot parse" in message), message
         return
     try:
         plan = preflight.plan(cfg)
     except ValueError as err:
         message = str(err)
-        assert "\n" not in message and key.rsplit(".", 1)[-1] in message, message
+        assert "\n" not in message and key.lstrip("+").rsplit(".", 1)[-1] in message, message
+        assert not run.exists()
         return
-    from hydra.utils import instantiate
-
-    from src.train import build_callbacks
+    assert not run.exists()
+    from src.preflight import build_callbacks, build_datamodule, build_trainer
     from src.training.lit_gpt import LitGPT
 
-    instantiate(cfg.data, tokenizer=plan.tokenizer)
-    LitGPT(model=dict(cfg.model), tokenizer=plan.tokenizer.to_dict(), optimizer=dict(cfg.optimizer))
-    build_callbacks(cfg, plan)
-    instantiate(cfg.trainer, logger=False, enable_progress_bar=False)
-    assert not (tmp_path / "run").exists()
+    datamodule = build_datamodule(cfg, plan.tokenizer)
+    options = {k: OmegaConf.to_container(cfg[k], resolve=True) for k in ("model", "optimizer")}
+    lit = LitGPT(tokenizer=plan.tokenizer.to_dict(), **options)
+    callbacks = build_callbacks(cfg, plan.prompts, False)
+    trainer = build_trainer(cfg, [*callbacks, StopAfter(2)], logger=False, progress_bar=False)
+    trainer.fit(lit, datamodule=datamodule)
+    assert trainer.global_step >= 1 or cfg.trainer.fast_dev_run, f"{key}={value} trained nothing"
 
 
 # ---------------------------------------------------------------------------- signals

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -227,8 +228,54 @@ def test_a_run_resumed_on_a_text_with_fewer_characters_trains_on_it_with_the_che
     run = tmp_path / "run"
     tiny = ("trainer.max_steps=4", "trainer.val_check_interval=4", "sample.max_new_tokens=0", "data.val_fraction=0.1")
     train(compose_training(run, *tiny, data=wide))
-    cfg = compose_training(run, *tiny, "trainer.max_steps=6", f"ckpt_path={run}", data=narrow)
+    cfg = compose_training(run, *tiny, "trainer.max_steps=6", f"ckpt_path={run}", "finetune=true", data=narrow)
     plan = preflight.plan(cfg)
     assert plan.tokenizer.vocab == plan.corpus.vocab == sorted(set("abcdefgh xyz\n"))
     assert plan.tokenizer.decode(plan.corpus.tokens[:8].tolist()) == "zyx cab\n"
     assert np.isfinite(train(cfg))
+
+
+def damage_meta(directory, change) -> None:
+    meta_file = directory / "meta.json"
+    meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    change(meta)
+    meta_file.write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "damage,reason",
+    [
+        ("ids", r"id 255 is outside its vocabulary"),  # tokens.bin overwritten at the same size
+        ("reversed vocabulary", r"its vocabulary is not sorted and distinct"),
+        ("another source", r"it records another source"),
+    ],
+)
+def test_a_damaged_cache_is_reported_and_encoded_again(tmp_path, capsys, damage, reason):
+    """Issue 25: 0xFF ids were an IndexError mid-training, forever; a reversed vocabulary trained
+    silently with the wrong tokenizer."""
+    source = write(tmp_path, MIXED)
+    corpus = open_corpus(source, tmp_path)
+    if damage == "ids":
+        tokens = corpus.directory / "tokens.bin"
+        tokens.write_bytes(b"\xff" * tokens.stat().st_size)
+    elif damage == "reversed vocabulary":
+        damage_meta(corpus.directory, lambda meta: meta.update(vocab=meta["vocab"][::-1]))
+    else:
+        damage_meta(corpus.directory, lambda meta: meta["source"].update(path=str(tmp_path / "other.txt")))
+    capsys.readouterr()
+    again = open_corpus(source, tmp_path)
+    assert re.search(rf"warning: the token cache .* is damaged \({reason}", capsys.readouterr().err)
+    assert np.array_equal(again.tokens, CharTokenizer.from_text(MIXED).encode(MIXED).numpy())
+    assert again.vocab == CharTokenizer.from_text(MIXED).vocab
+    open_corpus(source, tmp_path)
+    assert capsys.readouterr().err == ""  # rebuilt once, then trusted
+
+
+def test_a_checkpoint_vocabulary_cache_must_hold_that_vocabulary(tmp_path, capsys):
+    source = write(tmp_path, "abba cab\n" * 20)
+    vocab = sorted(set("abcdef \n"))
+    corpus = open_corpus(source, tmp_path, vocab)
+    damage_meta(corpus.directory, lambda meta: meta.update(vocab="".join(sorted(set("abcdeg \n")))))
+    again = open_corpus(source, tmp_path, vocab)
+    assert "its vocabulary is not the checkpoint's" in capsys.readouterr().err
+    assert again.vocab == vocab and "".join(vocab[i] for i in again.tokens[:4]) == "abba"

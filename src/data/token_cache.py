@@ -15,6 +15,12 @@ corpus is ever held as a Python string or list. Two passes: the first collects t
 characters (the vocabulary is its sorted list, as CharTokenizer.from_text builds it), the
 second maps each character to its index with a lookup table, vectorised in numpy.
 
+Each run verifies what costs less than an encode (see `damage`): the vocabulary, the token width,
+the source recorded, every id inside the vocabulary; a damaged cache is reported on stderr and
+encoded again. The text itself is not hashed again on every run (a full read each time, seconds
+for a big text): a file edited at the same size with its modification time set back keeps its
+old cache. `touch` it, or delete `<cache_dir>/tokens/`, to encode it again.
+
 Writes are atomic: everything goes into a temporary directory that is renamed into place only
 when complete. An interrupted encode leaves at most a temporary directory, which no run reads
 and the next encode deletes.
@@ -55,6 +61,7 @@ class EncodedCorpus:
     directory: Path
     vocab: list[str]
     tokens: np.ndarray  # np.memmap (n_tokens,), read-only
+    sha256: str  # of the source text: a resumed run compares it with its checkpoint's
     source: Path | None = None  # the text file, as the run named it (set by open_corpus)
 
     @property
@@ -251,8 +258,33 @@ def encode(
         raise
 
 
-def load(directory: Path) -> EncodedCorpus | None:
-    """The cache in `directory` memory-mapped, or None if there is none (or it is incomplete)."""
+def damage(meta: dict[str, Any], tokens: np.ndarray, source: Path | None, vocab: list[str] | None) -> str | None:
+    """What is wrong with a complete cache, or None: the checks that cost less than one encode.
+
+    The vocabulary must be the one asked for (a checkpoint's) or, for a text's own cache, sorted
+    and without repeats, as the encoder builds it; the token width must be the one it picks; the
+    source recorded must be the file it is keyed by; and every id must index the vocabulary
+    (one pass over the map: ~1 ms per MB).
+    """
+    cached = list(meta["vocab"])
+    if vocab is not None and cached != list(vocab):
+        return "its vocabulary is not the checkpoint's"
+    if vocab is None and any(a >= b for a, b in zip(cached, cached[1:], strict=False)):
+        return "its vocabulary is not sorted and distinct"
+    if not cached or tokens.dtype != token_dtype(len(cached)):
+        return f"{tokens.dtype} ids for {len(cached)} characters"
+    if source is not None:
+        stat, was = source.stat(), meta["source"]
+        if (was["path"], was["size"], was["mtime_ns"]) != (str(source.resolve()), stat.st_size, stat.st_mtime_ns):
+            return f"it records another source than {source}"
+    if len(tokens) and int(tokens.max()) >= len(cached):
+        return f"id {int(tokens.max())} is outside its vocabulary of {len(cached)} characters"
+    return None
+
+
+def load(directory: Path, source: Path | None = None, vocab: list[str] | None = None) -> EncodedCorpus | None:
+    """The cache in `directory` memory-mapped, or None if there is none, it is incomplete, or it is
+    damaged (said on stderr: the caller encodes it again)."""
     try:
         meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
         dtype = np.dtype(meta["dtype"])
@@ -260,9 +292,13 @@ def load(directory: Path) -> EncodedCorpus | None:
         if meta.get("format") != FORMAT or not complete:
             return None
         tokens = np.memmap(directory / "tokens.bin", dtype=dtype, mode="r", shape=(meta["num_tokens"],))
+        wrong = damage(meta, tokens, source, vocab)
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return EncodedCorpus(directory, list(meta["vocab"]), tokens)
+    if wrong is not None:
+        print(f"warning: the token cache {directory} is damaged ({wrong}): encoding the text again", file=sys.stderr)
+        return None
+    return EncodedCorpus(directory, list(meta["vocab"]), tokens, meta["source"]["sha256"])
 
 
 def _remove_outdated(root: Path, source: Path) -> None:
@@ -288,10 +324,10 @@ def open_corpus(source: Path, cache_dir: str | Path, vocab: list[str] | None = N
     """
     root = Path(cache_dir).expanduser() / "tokens"
     directory = root / cache_key(source)
-    corpus = load(directory)
+    corpus = load(directory, source)
     if vocab is not None and (corpus is None or corpus.vocab != list(vocab)):
         directory = root / cache_key(source, "".join(vocab))
-        corpus = load(directory)
+        corpus = load(directory, source, list(vocab))
     if corpus is None:
         shutil.rmtree(directory, ignore_errors=True)  # incomplete or of an older format
         try:
@@ -302,7 +338,7 @@ def open_corpus(source: Path, cache_dir: str | Path, vocab: list[str] | None = N
                 f"free some disk space or set data.cache_dir to a writable folder"
             ) from None
         _remove_outdated(root, source)
-        corpus = load(directory)
+        corpus = load(directory, source, list(vocab) if vocab is not None else None)
         if corpus is None:
             raise DataError(f"the token cache {directory} could not be read back: check the disk and data.cache_dir")
     corpus.source = source
