@@ -277,6 +277,7 @@ def check_trainer(trainer: DictConfig) -> None:
 def check_sample(key: str, sample: DictConfig) -> None:
     """Sampling settings, also of callbacks (whose configs have no schema: types are checked here)."""
     rules.sampling(f"{key}.", sample.max_new_tokens, sample.temperature, sample.get("top_k"), sample.get("top_p"))
+    rules.sample_fits(f"{key}.max_new_tokens", sample.max_new_tokens)
 
 
 def check_evaluate(cfg: DictConfig, argv: list[str]) -> None:

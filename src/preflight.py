@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import tempfile
+import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import MISSING, dataclass, fields
@@ -34,13 +35,13 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from src.cli import one_line
-from src.config import ConfigError, check_values
+from src.config import PRIMITIVES, ConfigError, check_values, omegaconf_type
 from src.data.corpus import resolve_corpus
 from src.data.datamodule import require_two_characters, split_lengths
 from src.data.token_cache import EncodedCorpus, open_corpus
 from src.data.tokenizer import CharTokenizer, show_characters
 from src.model import MODELS
-from src.rules import window_fits
+from src.rules import of_type, physical_memory, window_fits
 from src.training.checkpoint import find_checkpoint, read_checkpoint
 from src.training.checkpoint_io import AtomicCheckpointIO
 
@@ -205,7 +206,7 @@ def device_memory(trainer_cfg: DictConfig) -> tuple[float, str]:
         smallest = min(indices, key=lambda i: torch.cuda.get_device_properties(i).total_memory)
         properties = torch.cuda.get_device_properties(smallest)
         return float(properties.total_memory), f"GPU {smallest}'s ({properties.name})"
-    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")), "this machine's"
+    return float(physical_memory()), "this machine's"
 
 
 def check_memory(cfg: DictConfig, vocab_size: int) -> None:
@@ -272,6 +273,7 @@ def part(key: str, spec: Any, **given: Any) -> Any:
             f"{key}._target_={target} cannot be imported ({one_line(err)}): check the class path"
         ) from None
     parameters = inspect.signature(cls).parameters
+    check_types(key, spec, cls, given)
     if not any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
         options = [name for name in parameters if name not in given]
         unknown = [k for k in spec if k not in HYDRA_KEYS and k not in parameters]
@@ -287,10 +289,26 @@ def part(key: str, spec: Any, **given: Any) -> Any:
         message = one_line(cause)
         if isinstance(cause, ConfigError) and message.startswith(key):
             raise cause from None
-        if isinstance(cause, ConfigError) and message.split(" ", 1)[0] in spec:  # the class named its argument
+        if isinstance(cause, ConfigError) and re.match(r"\w+", message)[0] in spec:  # the class named its argument
             raise ConfigError(f"{key}.{message}") from None
         where = f"{key}.{named}={spec[named]}" if (named := named_key(spec, message)) else key
         raise ConfigError(f"{where}: {cls.__name__} refuses it: {message}") from None
+
+
+def check_types(key: str, spec: DictConfig, cls: type, given: dict[str, Any]) -> None:
+    """The values of a config without a schema (a callback's, the logger's) against the types the
+    class's constructor declares: `filename=1` is refused here, not at the first save."""
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # annotations that do not resolve: the constructor is left to check
+        return
+    for name in spec:
+        if name in HYDRA_KEYS or name in given or name not in hints:
+            continue
+        kind = omegaconf_type(hints[name])
+        args = [a for a in typing.get_args(kind) if a is not type(None)]
+        if kind in PRIMITIVES or (len(args) == 1 and args[0] in PRIMITIVES):
+            of_type(f"{key}.{name}", spec[name], kind if kind in PRIMITIVES else args[0], optional=bool(args))
 
 
 def named_key(spec: DictConfig, message: str) -> str | None:

@@ -10,6 +10,7 @@ Nothing here imports torch, Lightning or Hydra.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -28,6 +29,15 @@ def is_int(value: Any) -> bool:
 
 def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def of_type(key: str, value: Any, kind: type, optional: bool = False) -> None:
+    """A value of a primitive type (an int counts as a float), or None where that is allowed."""
+    if value is None and optional:
+        return
+    ok = {float: is_number, int: is_int}.get(kind, lambda v: isinstance(v, kind))(value)
+    if not ok:
+        refuse(key, value, f"{'null or ' if optional else ''}of type {kind.__name__}")
 
 
 def positive_int(key: str, value: Any, fix: str = "") -> None:
@@ -141,6 +151,26 @@ def sampling(prefix: str, max_new_tokens: Any, temperature: Any, top_k: Any, top
         refuse(f"{prefix}top_k", top_k, "an integer >= 1, or null for no limit")
     if top_p is not None and not (is_number(top_p) and 0.0 < top_p <= 1.0):
         refuse(f"{prefix}top_p", top_p, "in (0, 1], or null for no limit")
+
+
+# A sample keeps every id it drew (to print or log the text): the id tensor, the per-step ids
+# generate keeps for the other samples, and the text itself come to ~100 bytes per token.
+BYTES_PER_SAMPLED_TOKEN = 100
+
+
+def physical_memory() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def sample_fits(key: str, max_new_tokens: int, num_samples: int = 1) -> None:
+    """A sample longer than memory can hold is refused with the estimate, not allocated and crashed."""
+    needed, available = max_new_tokens * num_samples * BYTES_PER_SAMPLED_TOKEN, physical_memory()
+    if needed > available:
+        times = f" x num_samples={num_samples}" if num_samples > 1 else ""
+        raise ConfigError(
+            f"{key}={max_new_tokens}{times} would hold about {needed / 2**30:,.0f} GiB of sampled text, more than "
+            f"this machine's {available / 2**30:,.0f} GiB: ask for fewer tokens"
+        )
 
 
 # ---------------------------------------------------------------------------- sweeps

@@ -16,12 +16,15 @@ import sys
 
 
 def interrupted_outside_training(signum: int, frame: object) -> None:
-    print("error: interrupted outside training (where Ctrl-C saves last.ckpt first): stopped", file=sys.stderr)
-    os._exit(130)
+    """Before and after training (loading, the final sample, between sweep jobs) nothing is unsaved."""
+    what = "interrupted" if signum == signal.SIGINT else signal.Signals(signum).name
+    print(f"error: {what} outside training (where Ctrl-C saves last.ckpt first): stopped", file=sys.stderr)
+    os._exit(128 + signum)
 
 
-if __name__ == "__main__":  # Ctrl-C while the libraries load, or before and after training: one line
-    signal.signal(signal.SIGINT, interrupted_outside_training)
+if __name__ == "__main__":  # a signal while the libraries load, or before and after training: one line
+    for _signal in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(_signal, interrupted_outside_training)
 
 import logging
 import math
@@ -130,7 +133,9 @@ def train(cfg: DictConfig) -> float:
                 )
         except TrainingInterrupted as stop:
             status = 130 if stop.signal_name.endswith("SIGINT") else 143
-            fail(f"{stop}; resume with: python -m src.train ckpt_path={run_dir}", status=status)
+            if (run_dir / "checkpoints" / "last.ckpt").is_file():
+                fail(f"{stop}; resume with: python -m src.train ckpt_path={run_dir}", status=status)
+            fail(f"{stop}: run the command again to start over", status=status)
         return report(cfg, plan, trainer, lit, num_parameters, time.time() - started)
 
 

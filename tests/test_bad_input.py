@@ -79,9 +79,21 @@ TRAIN_CASES = {
     ),
     "peak_flops 0": (["callbacks.throughput.peak_flops=0"], r"callbacks.throughput.peak_flops must be a positive"),
     "callback option added": (["+callbacks.sample_text.foo=1"], r"callbacks.sample_text.foo is not an option of"),
+    "callback value of another type": (
+        ["callbacks.model_checkpoint.filename=1"],
+        r"filename must be null or of type str",
+    ),
     "callback class missing": (["+callbacks.x._target_=nope.X"], r"callbacks.x._target_=nope.X cannot be imported"),
     "optimizer name": (["optimizer.name=adam"], r"optimizer.name must be one of adamw, sgd"),
     "optimizer name switched alone": (["optimizer.name=sgd"], r"optimizer.name=sgd keeps the options.*optimizer=sgd"),
+    "final sample beyond memory": (
+        ["sample.max_new_tokens=1000000000000"],
+        r"sample.max_new_tokens=1000000000000 would hold about [\d,]+ GiB of sampled text",
+    ),
+    "callback sample beyond memory": (
+        ["callbacks.sample_text.max_new_tokens=1000000000000"],
+        r"callbacks.sample_text.max_new_tokens=1000000000000 would hold about",
+    ),
     "a second window key": (["data.context_window=8"], r"'data.context_window': did you mean model.context_window\?"),
 }
 
@@ -162,6 +174,10 @@ GENERATE_CASES = {
     "top_p above 1": (["top_p=1.5"], r"top_p must be in \(0, 1\]"),
     "top_p zero": (["top_p=0"], r"top_p must be in \(0, 1\]"),
     "unknown key": (["temprature=1"], r"unknown config key 'temprature'.*temperature"),
+    "beyond memory": (
+        ["max_new_tokens=1000000000", "num_samples=1000"],
+        r"max_new_tokens=1000000000 x num_samples=1000 would hold about",
+    ),
 }
 
 

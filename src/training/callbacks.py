@@ -193,19 +193,30 @@ class GracefulInterrupt(L.Callback):
         if self.received is None:
             self.received = name
             return
-        self._restore()  # asked twice: stop now, naming the newest checkpoint on disk
-        step = self.trainer.global_step if self.trainer is not None else 0
-        raise TrainingInterrupted(f"second {name}", step, None, "the newest checkpoint on disk is intact")
+        self._restore()  # asked twice: stop now, naming the newest checkpoint on disk, if any
+        trainer = self.trainer
+        step = trainer.global_step if trainer is not None else 0
+        saved = trainer is not None and self.last_path(trainer).is_file()
+        newest = "the newest checkpoint on disk is intact" if saved else "no checkpoint was written yet"
+        raise TrainingInterrupted(f"second {name}", step, None, newest)
 
     def _restore(self) -> None:
         for signum, handler in self.previous.items():
             signal.signal(signum, handler)
         self.previous = {}
 
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        # The handlers from before the run, taken before Lightning installs its SIGTERM handler
+        # (after setup), and given back in teardown, which Lightning calls after restoring its own:
+        # so after fit a signal meets the command's handler again, not Lightning's, which only logs.
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {s: signal.getsignal(s) for s in self.SIGNALS}
+
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.trainer = trainer
         if threading.current_thread() is threading.main_thread():
-            self.previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+            for s in self.SIGNALS:
+                signal.signal(s, self._handle)
 
     def last_path(self, trainer: L.Trainer) -> Path:
         paths = [c.path for c in trainer.callbacks if isinstance(c, LastCheckpoint)]

@@ -7,7 +7,7 @@ import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 
 from src.model.sampling import sample_text
-from src.rules import sampling
+from src.rules import sample_fits, sampling
 
 
 def tensorboard(trainer: L.Trainer):  # -> SummaryWriter | None
@@ -25,6 +25,7 @@ class SampleText(L.Callback):
 
     def __init__(self, prompt: str, max_new_tokens: int = 200, temperature: float = 0.8, seed: int = 0):
         sampling("", max_new_tokens, temperature, None, None)
+        sample_fits("max_new_tokens", max_new_tokens)
         self.prompt, self.max_new_tokens, self.temperature, self.seed = prompt, max_new_tokens, temperature, seed
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
