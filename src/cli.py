@@ -151,6 +151,16 @@ def explain(err: HydraException, config_name: str, overrides: list[str]) -> str:
     return one_line(err)
 
 
+def null_group(overrides: list[str]) -> str | None:
+    """`logger=null`: Hydra says only "Config group override must be a string or a list"."""
+    for override in overrides:
+        group, _, value = override.partition("=")
+        if value == "null" and (CONFIG_DIR / group).is_dir():
+            removable = " or ~logger to train without TensorBoard" if group == "logger" else ""
+            return f"{group}=null: a config group takes one of its options: {', '.join(options(group))}{removable}"
+    return None
+
+
 def sweep_points(overrides: list[str]) -> list[list[str]]:
     """Every combination a basic multirun would launch (`a=1,2 b=3,4` gives four)."""
     parsed = OverridesParser.create().parse_overrides(overrides)
@@ -243,6 +253,8 @@ def check_command_line(
         cfg = compose(config_name, overrides)
     except HydraException as err:
         fail(explain(err, config_name, overrides))
+    except ValueError as err:  # Hydra's own, e.g. a config group set to null
+        fail(null_group(overrides) or one_line(err))
     if check is not None:
         check(cfg, argv)
 

@@ -153,6 +153,9 @@ def check_sweep_job(cfg: DictConfig, point: list[str]) -> None:
     """One point of a multirun before the sweep starts: its sweep keys and what its launcher can run."""
     check_sweep_config(cfg)
     check_launcher(cfg, launcher_of(point))
+    typed = [o for o in point if o.startswith("hydra.launcher.n_jobs=")]
+    if typed and launcher_of(point) == "parallel":  # Hydra's keys are not in cfg: read as typed
+        rules.launcher_jobs(OverridesParser.create().parse_overrides(typed[-1:])[0].value())
 
 
 def parallel_jobs(accelerator: str, jobs_per_gpu: int) -> int:

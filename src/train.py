@@ -100,7 +100,8 @@ def build(cfg: DictConfig, plan: preflight.Plan, module_class: type[LitGPT] = Li
     hparams = LogHyperparams(tensorboard_hparams(cfg, count_parameters(lit.model)))
     shown = show_progress_bar(cfg.progress_bar)
     callbacks = [*build_callbacks(cfg, plan.prompts, shown), GracefulInterrupt(), hparams]
-    logger = instantiate(cfg.logger, version=sweeps.run_name())  # sweep jobs: named by their overrides
+    # Sweep jobs are named by their overrides; ~logger: none (Lightning would otherwise add its own).
+    logger = instantiate(cfg.logger, version=sweeps.run_name()) if cfg.logger is not None else False
     trainer = preflight.build_trainer(cfg, callbacks, logger, shown)
     if cfg.compile:
         lit.model.compile()  # in place: checkpoints keep the plain parameter names

@@ -94,6 +94,10 @@ TRAIN_CASES = {
         ["callbacks.sample_text.max_new_tokens=1000000000000"],
         r"callbacks.sample_text.max_new_tokens=1000000000000 would hold about",
     ),
+    "a group set to null": (
+        ["logger=null"],
+        r"^error: logger=null: a config group takes one of its options: tensorboard or ~logger",
+    ),
     "a second window key": (["data.context_window=8"], r"'data.context_window': did you mean model.context_window\?"),
 }
 
@@ -124,6 +128,18 @@ def test_train_refuses_bad_input_before_writing_anything(workspace, case, monkey
     hide_gpus(monkeypatch)  # "gpu without gpu" holds on a GPU machine too
     assert_refused(run_in_process(monkeypatch, capsys, train_main, args), pattern)
     assert files_under(workspace) == before  # no run directory, no log, no checkpoint
+
+
+def test_a_parallel_sweep_with_no_workers_is_refused_before_its_directory(workspace, monkeypatch, capsys):
+    """Issue 25: joblib's ValueError came after the sweep directory existed."""
+    args = ["-m", "hydra/launcher=parallel", "hydra.launcher.n_jobs=0", "seed=1,2"]
+    args += tiny_training(workspace / "outputs")
+    before = files_under(workspace)
+    result = run_in_process(monkeypatch, capsys, train_main, args)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 2 and all("hydra.launcher.n_jobs must be a non-zero integer, got 0" in x for x in lines)
+    assert files_under(workspace) == before
 
 
 @pytest.mark.slow

@@ -95,6 +95,15 @@ def test_every_n_train_steps_saves_before_the_first_validation(tmp_path, monkeyp
     assert probe.seen == [None, 1, 2, 3, 4]
 
 
+def test_without_a_logger_a_run_writes_no_events(tmp_path):
+    """~logger drops TensorBoard (Lightning's own default logger is not put in its place)."""
+    run = tmp_path / "run"
+    assert math.isfinite(
+        train_in_process(run, "~logger", "trainer.max_steps=3", "trainer.val_check_interval=3", *NO_MEDIA)
+    )
+    assert last_step(run) == 3 and not (run / "tensorboard").exists() and not (run / "lightning_logs").exists()
+
+
 def test_hp_metric_is_only_ever_a_real_val_loss(tmp_path):
     run = tmp_path / "run"
     train_in_process(run, "trainer.max_steps=6", "trainer.val_check_interval=3", *NO_MEDIA)
