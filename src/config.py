@@ -313,4 +313,7 @@ def check_values(cfg: DictConfig) -> None:
     check_trainer(cfg.trainer)
     check_precision(cfg)
     check_sample("sample", cfg.sample)
+    checkpoint = cfg.callbacks.get("model_checkpoint") if cfg.callbacks is not None else None
+    if checkpoint is not None and "monitor" in checkpoint:
+        rules.monitored("callbacks.model_checkpoint.monitor", checkpoint.monitor)
     rules.sweep(cfg.sweep.jobs_per_gpu, cfg.sweep.media)

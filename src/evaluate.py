@@ -7,12 +7,14 @@ first N characters of each, as training's data.val_tokens does.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
 from omegaconf import DictConfig
 
+from src import rules
 from src.cli import command, pick_device
 from src.config import check_evaluate
 from src.data.datamodule import ShakespeareDataModule
@@ -30,8 +32,15 @@ def trainer_devices(device: torch.device) -> dict[str, Any]:
 def run(cfg: DictConfig) -> dict[str, float]:
     path = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir)
     lit = LitGPT.from_checkpoint(path)
-    print(f"checkpoint: {path}", file=sys.stderr)
     split = lit.hparams.get("data") or {}
+    # This command's own keys, before the DataModule would name training's (data.val_tokens, data.path).
+    rules.val_tokens(cfg.val_tokens, lit.model.context_window, key="val_tokens")
+    if cfg.data_path is not None and not Path(cfg.data_path).expanduser().is_file():
+        raise ValueError(
+            f"data_path={cfg.data_path} does not exist or is not a file: point data_path at a UTF-8 text file, "
+            f"or leave it null for the text the checkpoint was trained on"
+        )
+    print(f"checkpoint: {path}", file=sys.stderr)
     datamodule = ShakespeareDataModule(
         context_window=lit.model.context_window,
         batch_size=1,  # no training here: only the evaluation batches below are drawn

@@ -34,7 +34,7 @@ def run(cfg: DictConfig) -> list[str]:
     device = pick_device(cfg.device)
     trained.model.to(device)
     prompt = cfg.prompt.replace("\\n", "\n")  # a typed \n means a new line
-    prompt_ids = trained.tokenizer.encode(prompt).to(device)  # refuses unknown characters before printing
+    prompt_ids = trained.tokenizer.encode(prompt, "prompt").to(device)  # refuses unknown characters before printing
     print(f"checkpoint: {path} (step {trained.global_step})", file=sys.stderr)
 
     vocab, out = trained.tokenizer.vocab, sys.stdout

@@ -23,7 +23,7 @@ def run(cfg: DictConfig) -> Path:
     prompt = cfg.prompt.replace("\\n", "\n")[-trained.model.context_window :]
     if not prompt:
         raise ValueError("the prompt is empty: pass prompt=... with at least one character")
-    ids = trained.tokenizer.encode(prompt)
+    ids = trained.tokenizer.encode(prompt, "prompt")
     out = Path(cfg.out)
     if out.is_dir():
         raise ValueError(f"out={out} is a folder: give a file name, e.g. out={out / 'attention.png'}")
@@ -32,7 +32,10 @@ def run(cfg: DictConfig) -> Path:
     with torch.no_grad():
         maps = trained.model.attention_maps(ids.unsqueeze(0))  # per layer: (1, h, T, T)
     title = f"{path} (step {trained.global_step}): attention over {len(prompt)} characters"
-    save_png(attention_figure([w[0] for w in maps], list(prompt), title), str(out))
+    try:
+        save_png(attention_figure([w[0] for w in maps], list(prompt), title), str(out))
+    except OSError as err:
+        raise ValueError(f"cannot write out={out} ({err.strerror or err}): choose a writable place for out=") from None
     print(f"checkpoint: {path}", file=sys.stderr)
     print(out)
     return out

@@ -139,6 +139,14 @@ def val_tokens(value: Any, T: int, key: str = "data.val_tokens") -> None:
         )
 
 
+# What validation logs (src/training/lit_gpt.py), so what a checkpoint callback can monitor.
+VAL_METRICS = ("val/loss", "val/ppl", "val/bpc", "val/acc")
+
+
+def monitored(key: str, value: Any) -> None:
+    choice(key, value, VAL_METRICS)
+
+
 # ---------------------------------------------------------------------------- sampling
 
 

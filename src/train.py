@@ -45,6 +45,7 @@ from src.explorer.page import write_explorer
 from src.model.language_model import count_parameters
 from src.model.sampling import sample_text
 from src.preflight import build_callbacks
+from src.rules import ConfigError
 from src.training.callbacks import GracefulInterrupt, LogHyperparams, TokensPerSecond, TrainingInterrupted
 from src.training.checkpoint import CheckpointError, find_checkpoint, load_trained
 from src.training.lit_gpt import LitGPT
@@ -220,6 +221,11 @@ checked: dict[str, preflight.Plan] = {}
 
 def check_before_hydra(cfg: DictConfig, argv: list[str]) -> None:
     """Refuse a bad single run before Hydra creates its directory: nothing is written."""
+    if any(a.startswith("hydra.job.chdir=") and a.split("=", 1)[1].lower() == "true" for a in argv):
+        raise ConfigError(
+            "hydra.job.chdir=true would run the training inside its run directory, where relative paths "
+            "(data.path, ckpt_path) no longer point where you typed them: leave it false"
+        )
     run_dirs = [a.split("=", 1)[1] for a in argv if a.startswith("hydra.run.dir=")]
     sweeps.check_launched_run(bool(run_dirs))
     preflight.check_writable(run_dirs[-1] if run_dirs else cfg.paths.log_dir)

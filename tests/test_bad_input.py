@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from src import preflight
 from src.train import main as train_main
@@ -98,6 +99,8 @@ TRAIN_CASES = {
         ["logger=null"],
         r"^error: logger=null: a config group takes one of its options: tensorboard or ~logger",
     ),
+    "monitor": (["callbacks.model_checkpoint.monitor=abc"], r"monitor must be one of val/loss, val/ppl, val/bpc"),
+    "chdir": (["hydra.job.chdir=true"], r"hydra.job.chdir=true would run the training inside its run directory"),
     "a second window key": (["data.context_window=8"], r"'data.context_window': did you mean model.context_window\?"),
 }
 
@@ -183,7 +186,7 @@ def test_a_resume_that_cannot_work_is_refused_and_writes_nothing_into_the_run(
 
 
 GENERATE_CASES = {
-    "unknown characters": (["prompt='Zounds€ and ☃'"], r"2 character\(s\) not in the vocabulary: '€', '☃'"),
+    "unknown characters": (["prompt='Zounds€ and ☃'"], r"prompt has 2 character\(s\) not in the vocabulary: '€', '☃'"),
     "negative max_new_tokens": (["max_new_tokens=-1"], r"max_new_tokens must be a non-negative integer"),
     "negative temperature": (["temperature=-0.5"], r"temperature must be >= 0"),
     "top_k below 1": (["top_k=0"], r"top_k must be an integer >= 1"),
@@ -236,3 +239,25 @@ def test_resuming_on_another_text_is_refused_unless_asked_for(trained, tmp_path,
         compose_training(tmp_path / "ft", f"ckpt_path={run_dir}", "trainer.max_steps=41", "finetune=true", data=subset)
     )
     assert plan.resume == run_dir / "checkpoints" / "last.ckpt" and plan.corpus.path == subset
+
+
+@pytest.mark.slow
+def test_the_other_commands_name_their_own_keys(trained, tmp_path):
+    """Issue 25: evaluate named training's keys, plot_attention's prompt and out went unnamed, and
+    a checkpoint edited to an impossible model was answered with advice to choose another width."""
+    run_dir, _ = trained
+    assert_refused(
+        run_cli("evaluate", f"ckpt_path={run_dir}", "val_tokens=10"), r"^error: val_tokens \(10\) must exceed"
+    )
+    missing = tmp_path / "missing.txt"
+    assert_refused(
+        run_cli("evaluate", f"ckpt_path={run_dir}", f"data_path={missing}"), r"^error: data_path=.* does not"
+    )
+    plot = ("plot_attention", f"ckpt_path={run_dir}")
+    assert_refused(run_cli(*plot, "prompt='Zounds€'"), r"^error: prompt has 1 character\(s\) not in the vocabulary")
+    assert_refused(run_cli(*plot, "out=/proc/attention.png"), r"^error: cannot write out=/proc/attention.png")
+    checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=False)
+    checkpoint["hyper_parameters"]["model"]["num_heads"] = 3  # embedding_dim 32
+    torch.save(checkpoint, tmp_path / "edited.ckpt")
+    result = run_cli("generate", f"ckpt_path={tmp_path / 'edited.ckpt'}")
+    assert_refused(result, r"edited.ckpt holds a model config no model can be built from \(embedding_dim \(32\) must")

@@ -23,7 +23,12 @@ class DataError(ValueError):
 
 
 def sha256_of(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as err:
+        raise DataError(
+            f"cannot read {path} ({err.strerror or err}): check its permissions, or set data.path=/path/to/your.txt"
+        ) from None
 
 
 def cached_corpus_path(cache_dir: str | Path) -> Path:

@@ -41,12 +41,12 @@ class CharTokenizer:
     def unknown_characters(self, text: str) -> list[str]:
         return sorted(set(text) - self.index.keys())
 
-    def encode(self, text: str) -> Tensor:
-        """str -> LongTensor (len(text),)."""
+    def encode(self, text: str, key: str = "the text") -> Tensor:
+        """str -> LongTensor (len(text),); `key` names the text in the refusal of unknown characters."""
         unknown = self.unknown_characters(text)
         if unknown:
             raise ValueError(
-                f"{len(unknown)} character(s) not in the vocabulary: {show_characters(unknown)}; "
+                f"{key} has {len(unknown)} character(s) not in the vocabulary: {show_characters(unknown)}; "
                 f"use only characters of the training text"
             )
         return torch.tensor([self.index[ch] for ch in text], dtype=torch.long)

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from src.data.tokenizer import CharTokenizer
-from src.model import build_model
+from src.model import build_model, model_config
 from src.model.language_model import CausalLanguageModel
 
 
@@ -75,6 +75,13 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
     if not isinstance(hparams, dict) or "model" not in hparams or "tokenizer" not in hparams:
         raise CheckpointError(f"{path} is not a scratchgpt checkpoint (no model config and tokenizer inside)")
+    try:
+        model_config(hparams["model"], CharTokenizer.from_dict(hparams["tokenizer"]).vocab_size)
+    except (ValueError, TypeError, KeyError) as err:
+        raise CheckpointError(
+            f"{path} holds a model config no model can be built from ({err}): the checkpoint was edited or "
+            f"damaged; use another one, e.g. the run's checkpoints/last.ckpt or best.ckpt"
+        ) from None
     return checkpoint
 
 
