@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Lowest first. A module may import from its own package (or itself) and from lower layers only;
 # two modules of one layer that are not in one package may not import each other either.
 LAYERS: list[tuple[str, ...]] = [
+    ("src.rules",),  # every rule a value must follow, written once (no torch, Lightning or Hydra)
     ("src.data",),  # the text: corpus, tokenizer, token cache, windows, DataModule
     ("src.model",),  # the math: attention, layers, GPT and SeedGPT, sampling
     ("src.sweep_analysis",),  # after a sweep: seed groups, the fit, the tables (numbers only)

@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from src.config import register
+from src.rules import one_line
 
 if TYPE_CHECKING:
     import torch
@@ -46,11 +47,6 @@ warnings.filterwarnings("ignore", message=".*does not have many workers.*")
 warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font")
 # Resuming a run writes into its checkpoint directory on purpose.
 warnings.filterwarnings("ignore", message="Checkpoint directory .* exists and is not empty")
-
-
-def one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split())
-    return text or type(err).__name__
 
 
 def fail(message: str, status: int = 2) -> None:

@@ -34,14 +34,13 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from src.cli import one_line
 from src.config import PRIMITIVES, ConfigError, check_values, omegaconf_type
 from src.data.corpus import resolve_corpus
 from src.data.datamodule import require_two_characters, split_lengths
 from src.data.token_cache import EncodedCorpus, open_corpus
 from src.data.tokenizer import CharTokenizer, show_characters
 from src.model import MODELS
-from src.rules import of_type, physical_memory, window_fits
+from src.rules import of_type, one_line, physical_memory, window_fits
 from src.training.checkpoint import find_checkpoint, read_checkpoint
 from src.training.checkpoint_io import AtomicCheckpointIO
 

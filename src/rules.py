@@ -19,6 +19,12 @@ class ConfigError(ValueError):
     """A value the schema's types allow but the run cannot use; the message names the key and the fix."""
 
 
+def one_line(err: BaseException) -> str:
+    """An exception's message on one line, as `error: ...` prints it."""
+    text = " ".join(str(err).split())
+    return text or type(err).__name__
+
+
 def refuse(key: str, value: Any, must: str, fix: str = "") -> NoReturn:
     raise ConfigError(f"{key} must be {must}, got {value!r}" + (f": {fix}" if fix else ""))
 

@@ -238,7 +238,7 @@ def test_resuming_on_another_text_is_refused_unless_asked_for(trained, tmp_path,
     plan = preflight.plan(
         compose_training(tmp_path / "ft", f"ckpt_path={run_dir}", "trainer.max_steps=41", "finetune=true", data=subset)
     )
-    assert plan.resume == run_dir / "checkpoints" / "last.ckpt" and plan.corpus.path == subset
+    assert plan.resume == run_dir / "checkpoints" / "last.ckpt" and Path(plan.corpus.source) == subset
 
 
 @pytest.mark.slow
