@@ -431,14 +431,35 @@ def check_not_in_use(run_dir: str | Path) -> None:
             os.close(fd)  # closing releases a lock this probe took
 
 
-@contextmanager
-def hold_run_dir(run_dir: str | Path) -> Iterator[None]:
-    """Hold the run directory's lock while training, so a second run there is refused."""
+HELD: dict[Path, int] = {}  # run directories this process locked before Hydra wrote into them
+
+
+def lock_run_dir(run_dir: str | Path) -> int:
     path = Path(run_dir)
     path.mkdir(parents=True, exist_ok=True)
     fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         lock(fd, run_dir)
+    except ConfigError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def take_run_dir(run_dir: str | Path) -> None:
+    """Lock a named run directory once the run is checked, before Hydra writes its .hydra/ there:
+    of two runs started together, the second is refused before it rewrites the first's config."""
+    HELD[Path(run_dir).absolute()] = lock_run_dir(run_dir)
+
+
+@contextmanager
+def hold_run_dir(run_dir: str | Path) -> Iterator[None]:
+    """Hold the run directory's lock while training (taken now, or by take_run_dir), so a second
+    run there is refused."""
+    fd = HELD.pop(Path(run_dir).absolute(), None)
+    if fd is None:
+        fd = lock_run_dir(run_dir)
+    try:
         yield
     finally:
         os.close(fd)  # the kernel drops the lock with the descriptor, also on kill -9

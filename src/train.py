@@ -232,6 +232,8 @@ def check_before_hydra(cfg: DictConfig, argv: list[str]) -> None:
     if run_dirs and rank_zero_only.rank == 0:  # DDP's other ranks join the run that rank 0 holds
         preflight.check_not_in_use(run_dirs[-1])
     checked[OmegaConf.to_yaml(cfg)] = preflight.plan(cfg)
+    if run_dirs and rank_zero_only.rank == 0:
+        preflight.take_run_dir(run_dirs[-1])
 
 
 def task(cfg: DictConfig) -> float | None:

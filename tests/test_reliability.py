@@ -376,6 +376,24 @@ def test_a_second_run_in_a_held_run_directory_is_refused(tmp_path):
     preflight.check_not_in_use(run)  # released
 
 
+def test_a_run_directory_is_locked_before_hydra_writes_into_it(tmp_path, monkeypatch, capsys):
+    """Issue 25: of two runs started 0.5 s apart into one hydra.run.dir, the second was refused only
+    after it rewrote the first's .hydra/. Now the first holds the lock once its pre-check passed."""
+    from src import train as train_module
+
+    run = tmp_path / "run"
+    first = tiny_training(tmp_path, f"hydra.run.dir={run}")
+    train_module.check_before_hydra(compose("train", first), first)  # the first run, about to start Hydra
+    try:
+        monkeypatch.setattr(sys, "argv", ["python -m src.train", *first, "seed=7"])
+        with pytest.raises(SystemExit) as refused:
+            train_module.main()
+        assert refused.value.code == 2 and "another training is running in" in capsys.readouterr().err
+        assert not (run / ".hydra").exists()
+    finally:
+        os.close(preflight.HELD.pop(run.absolute()))
+
+
 def test_resuming_applies_the_typed_schedule_to_the_restored_optimizer():
     model = torch.nn.Linear(4, 4)
     cfg = {"name": "adamw", "lr": 1e-2, "min_lr": 1e-3, "warmup_steps": 0, "decay_steps": 10, "weight_decay": 0.1}
