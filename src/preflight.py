@@ -286,6 +286,9 @@ def hold_run_dir(run_dir: str | Path) -> Iterator[None]:
     fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         lock(fd, run_dir)
-        yield
+        try:
+            yield
+        finally:
+            (path / LOCK).unlink(missing_ok=True)  # a finished run leaves no lock file (kill -9 leaves it unlocked)
     finally:
         os.close(fd)  # the kernel drops the lock with the descriptor, also on kill -9

@@ -76,6 +76,18 @@ def swept_on_command_line(sweep_file: str, modified_ns: int) -> frozenset[str]:
     return frozenset(o.get_key_element() for o in overrides if o.is_sweep_override())
 
 
+def varied_keys() -> list[str]:
+    """The keys that set this run apart, as typed (`model.num_heads`): a sweep's swept keys, or the
+    keys a single run's command line set; never where or how it runs (NOT_HYPERPARAMETERS)."""
+    if not HydraConfig.initialized():
+        return []
+    if in_multirun():
+        keys = set(swept_keys(HydraConfig.get()))
+    else:
+        keys = {o.lstrip("+~").split("=", 1)[0] for o in job_overrides()}
+    return sorted(k for k in keys if not k.startswith(NOT_HYPERPARAMETERS))
+
+
 def run_name() -> str:
     """What distinguishes this job in TensorBoard: `num_heads=4,embedding_dim=128`."""
     if not in_multirun():

@@ -41,10 +41,11 @@ from src.data.datamodule import ShakespeareDataModule
 from src.explorer.page import write_explorer
 from src.model.language_model import count_parameters
 from src.model.sampling import sample_text
-from src.training.callbacks import GracefulInterrupt, LogHyperparams, TokensPerSecond, TrainingInterrupted
+from src.training.callbacks import GracefulInterrupt, TokensPerSecond, TrainingInterrupted
 from src.training.checkpoint import CheckpointError, find_checkpoint, load_trained
 from src.training.checkpoint_io import AtomicCheckpointIO
 from src.training.lit_gpt import LitGPT
+from src.training.tensorboard import LogHyperparams
 
 log = logging.getLogger(__name__)
 
@@ -55,20 +56,23 @@ def show_progress_bar(setting: Any) -> bool:
     return str(setting).lower() == "true"
 
 
-def tensorboard_hparams(cfg: DictConfig, num_parameters: int) -> dict[str, Any]:
-    """The knobs worth comparing across runs in TensorBoard's HPARAMS tab."""
+def tensorboard_hparams(cfg: DictConfig, num_parameters: int, varied: list[str]) -> dict[str, Any]:
+    """The knobs worth comparing across runs in TensorBoard's HPARAMS tab, and the keys in `varied`."""
     opt = cfg.optimizer
-    return {
-        "model": OmegaConf.to_container(cfg.model, resolve=True),
-        "optimizer": {k: opt[k] for k in ("name", "lr", "weight_decay", "warmup_steps", "min_lr")},
-        "data": {
-            k: str(cfg.data[k]) if k == "path" else cfg.data[k]
-            for k in ("batch_size", "path", "val_tokens", "sampling")
-        },
-        "trainer": {"max_steps": cfg.trainer.max_steps, "precision": str(cfg.trainer.precision)},
+    params: dict[str, Any] = {
+        **{f"model/{k}": v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items()},
+        **{f"optimizer/{k}": opt[k] for k in ("name", "lr", "weight_decay", "warmup_steps", "min_lr")},
+        **{f"data/{k}": cfg.data[k] for k in ("batch_size", "path", "val_tokens", "sampling")},
+        "trainer/max_steps": cfg.trainer.max_steps,
+        "trainer/precision": str(cfg.trainer.precision),
         "seed": cfg.seed,
         "parameters": num_parameters,
     }
+    for key in varied:  # a swept key outside the list above, e.g. trainer.gradient_clip_val
+        value = OmegaConf.select(cfg, key)
+        if not isinstance(value, DictConfig):  # a group choice (model=seed) shows through its keys
+            params.setdefault(key.replace(".", "/"), value)
+    return params
 
 
 def build_callbacks(cfg: DictConfig, plan: preflight.Plan) -> list[L.Callback]:
@@ -106,7 +110,8 @@ def build(cfg: DictConfig, plan: preflight.Plan, module_class: type[LitGPT] = Li
         optimizer=OmegaConf.to_container(cfg.optimizer, resolve=True),
         data={k: cfg.data[k] for k in ("path", "val_fraction", "test_fraction")},
     )
-    hparams = LogHyperparams(tensorboard_hparams(cfg, count_parameters(lit.model)))
+    varied = sweeps.varied_keys()
+    hparams = LogHyperparams(tensorboard_hparams(cfg, count_parameters(lit.model), varied), varied)
     callbacks = [*build_callbacks(cfg, plan), GracefulInterrupt(), hparams]
     logger = instantiate(cfg.logger, version=sweeps.run_name())  # sweep jobs: named by their overrides
     trainer: L.Trainer = instantiate(

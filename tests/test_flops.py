@@ -133,6 +133,6 @@ def test_a_cpu_run_without_a_configured_peak_logs_flops_but_no_mfu(tmp_path, mon
 def test_a_cpu_training_run_logs_flops_but_no_mfu_to_tensorboard(trained):
     run_dir, output = trained
     s = scalars(run_dir)
-    assert [step for step, _ in s["train/flops_per_sec"]] == [step for step, _ in s["train/loss"]]
+    assert [step for step, _ in s["train/flops_per_sec"]] == [step for step, _ in s["loss/train"]]
     assert "train/mfu" not in s  # no stable peak on a CPU unless configured
     assert "MFU peak per device: no stable peak on a CPU" in output

@@ -50,7 +50,7 @@ def test_every_run_ends_with_a_validation_and_last_ckpt_at_its_newest_step(tmp_p
     best = train_in_process(run, *overrides)
     assert math.isfinite(best)
     assert last_step(run) == max_steps
-    val_steps = [s for s, _ in scalars(run)["val/loss"]]
+    val_steps = [s for s, _ in scalars(run)["loss/val"]]
     assert val_steps[-1] == max_steps and val_steps == sorted(set(val_steps))
     assert (run / "checkpoints" / "best.ckpt").is_file()
 
@@ -91,12 +91,12 @@ def test_every_n_train_steps_saves_before_the_first_validation(tmp_path, monkeyp
     assert probe.seen == [None, 1, 2, 3, 4]
 
 
-def test_hp_metric_is_only_ever_a_real_val_loss(tmp_path):
+def test_the_best_val_loss_is_only_ever_a_real_val_loss(tmp_path):
     run = tmp_path / "run"
     train_in_process(run, "trainer.max_steps=6", "trainer.val_check_interval=3", *NO_MEDIA)
     s = scalars(run)
-    assert all(math.isfinite(v) and v > 0 for _, v in s["hp_metric"])  # never Lightning's -1 placeholder
-    assert s["hp_metric"][-1][1] == pytest.approx(min(v for _, v in s["val/loss"]))
+    assert all(math.isfinite(v) and v > 0 for _, v in s["loss/val_best"])  # never Lightning's -1 hp_metric placeholder
+    assert s["loss/val_best"][-1][1] == pytest.approx(min(v for _, v in s["loss/val"]))
 
 
 # ---------------------------------------------------------------------------- your own text
@@ -397,7 +397,7 @@ def test_debug_presets_run_as_documented(tmp_path):
         "trainer.val_check_interval=null",
         "trainer.check_val_every_n_epoch=30",
     )
-    losses = [v for _, v in scalars(overfit)["train/loss"]]
+    losses = [v for _, v in scalars(overfit)["loss/train"]]
     assert losses[-1] < 0.5 * losses[0]  # one batch, learnt by heart
 
     profiled = tmp_path / "profiled"

@@ -20,21 +20,21 @@ def test_tensorboard_has_the_validation_metrics_and_the_loss_falls(trained):
     run_dir, _ = trained
     s = scalars(run_dir)
     for tag in [
-        "train/loss",
-        "val/loss",
+        "loss/train",
+        "loss/val",
         "val/ppl",
         "val/bpc",
         "val/acc",
         "train/lr",
         "train/tokens_per_sec",
-        "hp_metric",
+        "loss/val_best",
     ]:
         assert tag in s, tag
-    assert [step for step, _ in s["val/loss"]] == [20, 40]
-    losses = [v for _, v in s["train/loss"]]
+    assert [step for step, _ in s["loss/val"]] == [0, 20, 40]
+    losses = [v for _, v in s["loss/train"]]
     assert len(losses) >= 39
     assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.5  # it learns
-    val = dict(s["val/loss"])
+    val = dict(s["loss/val"])
     assert abs(dict(s["val/bpc"])[40] - val[40] / 0.6931471805599453) < 1e-4
 
 
@@ -62,7 +62,7 @@ def test_evaluate_prints_exact_metrics(trained):
     assert result.returncode == 0, result.stderr
     row = next(line for line in result.stdout.splitlines() if line.startswith("val "))
     loss, bpc, ppl, acc = map(float, row.split()[1:])
-    best = min(v for _, v in scalars(run_dir)["val/loss"])
+    best = min(v for _, v in scalars(run_dir)["loss/val"])
     assert loss == pytest.approx(best, abs=1e-4)  # the same windows as in training
     assert bpc == pytest.approx(loss / 0.6931471805599453, abs=1e-3) and 0 < acc < 1
 
@@ -77,6 +77,6 @@ def test_resume_continues_from_the_saved_step(trained, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"resuming from {copy / 'checkpoints' / 'last.ckpt'}" in result.stdout + result.stderr
     s = scalars(copy)
-    assert [step for step, _ in s["val/loss"]] == [20, 40, 60]  # same run, one curve
-    steps = [step for step, _ in s["train/loss"]]
+    assert [step for step, _ in s["loss/val"]] == [0, 20, 40, 60]  # same run, one curve, no second step 0
+    steps = [step for step, _ in s["loss/train"]]
     assert steps.count(45) == 1 and 20 not in steps[39:]  # continued at 40, not from 0

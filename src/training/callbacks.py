@@ -22,6 +22,22 @@ def is_logging_step(trainer: L.Trainer) -> bool:
     return (trainer.global_step + 1) % trainer.log_every_n_steps == 0
 
 
+def validates_step_zero(trainer: L.Trainer) -> bool:
+    """Whether this is the run's validation at step 0: Lightning's sanity check over every val batch.
+
+    `trainer.num_sanity_val_steps=-1` (the default here) makes the sanity check, which runs
+    before the first step of a new run (not of a resumed one), a whole validation, so the loss
+    curves start at the untrained model's loss, as nanoGPT's do. A shorter sanity check is not
+    a validation and is not reported.
+    """
+    return (
+        trainer.sanity_checking
+        and trainer.global_step == 0
+        and trainer.state.fn == "fit"
+        and trainer.num_sanity_val_steps == float("inf")
+    )
+
+
 def was_logging_step(trainer: L.Trainer) -> bool:
     """is_logging_step for the step just taken, in on_train_batch_end (global_step has counted it)."""
     return trainer.global_step % trainer.log_every_n_steps == 0
@@ -107,7 +123,7 @@ class ValidationReport(L.Callback):
     """Prints one line per validation, so logs read well with or without a progress bar."""
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.sanity_checking or not trainer.is_global_zero:
+        if (trainer.sanity_checking and not validates_step_zero(trainer)) or not trainer.is_global_zero:
             return
         m = trainer.callback_metrics
         if "val/loss" not in m:
@@ -239,18 +255,3 @@ class GracefulInterrupt(L.Callback):
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self._restore()
-
-
-class LogHyperparams(L.Callback):
-    """The run's settings in TensorBoard's HPARAMS tab, entered once the first validation gives
-    hp_metric (the best val loss) a real value: a run that never validated never looks best."""
-
-    def __init__(self, params: dict[str, Any]):
-        self.params, self.logged = params, False
-
-    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if self.logged or trainer.sanity_checking or trainer.state.fn != "fit" or not trainer.is_global_zero:
-            return
-        for logger in trainer.loggers:
-            logger.log_hyperparams(self.params, metrics={"hp_metric": pl_module.best_val_loss})
-        self.logged = True
