@@ -158,7 +158,7 @@ class EvaluateSchema:
 class PlotAttentionSchema:
     ckpt_path: str | None = None
     prompt: str = "ROMEO:\nO, she doth teach the torch"
-    out: str = "attention.png"
+    out: str | None = None  # null: <run dir>/attention.png
     paths: Any = None
 
 
@@ -322,6 +322,13 @@ def check_values(cfg: DictConfig) -> None:
     check_trainer(cfg.trainer)
     check_precision(cfg)
     check_sample("sample", cfg.sample)
+    progress = (cfg.get("callbacks") or {}).get("progress_log")
+    if progress is not None and not (_number(progress.get("every_seconds")) and progress.every_seconds >= 0):
+        _fail(
+            "callbacks.progress_log.every_seconds",
+            progress.get("every_seconds"),
+            "a number >= 0 (seconds between lines)",
+        )
     from src.sweeps import check_sweep_config
 
     check_sweep_config(cfg)

@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 from src.cli import command, pick_device
 from src.config import check_evaluate
 from src.data.datamodule import ShakespeareDataModule
-from src.training.checkpoint import find_checkpoint
+from src.training.checkpoint import Trained, describe, find_checkpoint
 from src.training.lit_gpt import LitGPT
 
 
@@ -30,7 +30,8 @@ def trainer_devices(device: torch.device) -> dict[str, Any]:
 def run(cfg: DictConfig) -> dict[str, float]:
     path = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir)
     lit = LitGPT.from_checkpoint(path)
-    print(f"checkpoint: {path}", file=sys.stderr)
+    trained = Trained(lit.model, lit.tokenizer, dict(lit.hparams), lit.trained_steps, lit.best_val_loss)
+    print("\n".join(describe(path, trained, chosen=cfg.ckpt_path is None)), file=sys.stderr)
     split = lit.hparams.get("data") or {}
     datamodule = ShakespeareDataModule(
         context_window=lit.model.context_window,

@@ -472,7 +472,10 @@ class SweepSummary(Callback):
 
         figure = sweep_figure(rows, sorted(swept_keys(config.hydra)), fit, residuals)
         save_png(figure, str(sweep_dir / "summary.png"))
+        from src.training.tensorboard import watch_command  # every job's curves, named by what it swept
+
         print(f"\n{table}\n\nsummary: {sweep_dir / 'summary.md'}, plot: {sweep_dir / 'summary.png'}")
+        print(f"watch it: {watch_command(sweep_dir)}")
         failed = [r["job"] for r in rows if r.get("status") != "ok"]
         if failed:
             print(f"error: {len(failed)} of {len(rows)} jobs failed: {failed}", file=sys.stderr)

@@ -45,9 +45,14 @@ from src.training.callbacks import GracefulInterrupt, TokensPerSecond, TrainingI
 from src.training.checkpoint import CheckpointError, find_checkpoint, load_trained
 from src.training.checkpoint_io import AtomicCheckpointIO
 from src.training.lit_gpt import LitGPT
-from src.training.tensorboard import LogHyperparams
+from src.training.tensorboard import LogHyperparams, watch_command
 
 log = logging.getLogger(__name__)
+
+
+def parameter_count(n: int) -> str:
+    """0.70M for the default model, 4,160 for a tiny one (not 0.00M)."""
+    return f"{n / 1e6:.2f}M" if n >= 100_000 else f"{n:,}"
 
 
 def show_progress_bar(setting: Any) -> bool:
@@ -76,11 +81,12 @@ def tensorboard_hparams(cfg: DictConfig, num_parameters: int, varied: list[str])
 
 
 def build_callbacks(cfg: DictConfig, plan: preflight.Plan) -> list[L.Callback]:
-    """The configured callbacks (prompts resolved against the text), the progress bar if shown."""
+    """The configured callbacks (prompts resolved against the text): the progress bar when it is
+    shown, else plain progress lines."""
     shown = show_progress_bar(cfg.progress_bar)
     callbacks = []
     for name, spec in cfg.callbacks.items():
-        if spec is None or (name == "progress_bar" and not shown):
+        if spec is None or (name == "progress_bar" and not shown) or (name == "progress_log" and shown):
             continue
         extra = {"prompt": plan.prompts[name]} if name in plan.prompts else {}
         callbacks.append(instantiate(spec, **extra))
@@ -136,7 +142,7 @@ def train(cfg: DictConfig) -> float:
     run_dir = Path(cfg.paths.output_dir)
     if trainer.is_global_zero:
         log.info(
-            f"{cfg.model.kind}: {num_parameters / 1e6:.2f}M parameters | vocab {plan.tokenizer.vocab_size} "
+            f"{cfg.model.kind}: {parameter_count(num_parameters)} parameters | vocab {plan.tokenizer.vocab_size} "
             f"| {plan.corpus.source.name}: {datamodule.describe()} | {trainer.max_steps} steps of "
             f"{cfg.data.batch_size}x{cfg.model.context_window} tokens | run dir {run_dir}"
         )
@@ -177,7 +183,9 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_pa
             "best_checkpoint": best_path,
         },
     )
-    if validated:
+    if validated and trainer.fast_dev_run:
+        log.info(f"fast_dev_run: val loss {best:.4f} over one batch; no checkpoint is written in this mode")
+    elif validated:
         log.info(f"best val loss {best:.4f} -> {best_path}")
     s = cfg.sample
     # best.ckpt, loaded once for the sample and the explorer page
@@ -199,7 +207,8 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_pa
         out = Path(cfg.paths.output_dir) / "explore.html"
         page = write_explorer(Path(best_path), out, cfg.paths.data_dir, plan.prompts["sample"], trained=trained)
         log.info(f"see inside it: open {page.resolve().as_uri()}")
-    log.info("watch it: tensorboard --logdir outputs")
+    if not sweeps.in_multirun():  # a sweep says it once, for all its jobs (SweepSummary)
+        log.info(f"watch it: {watch_command(cfg.paths.log_dir)}")
     return best
 
 

@@ -73,6 +73,7 @@ def test_a_signal_saves_a_checkpoint_and_resuming_replays_the_same_losses(tmp_pa
     message = [line for line in stderr.splitlines() if line.strip()]
     assert len(message) == 1 and message[0].startswith(f"error: {sig.name} at step "), stderr
     assert f"resume with: python -m src.train ckpt_path={run_dir}" in message[0]
+    assert message[0] in (run_dir / "train.log").read_text()  # what the terminal showed, the log keeps
     stopped_at = int(message[0].split("at step ")[1].split(":")[0])
     assert 20 <= stopped_at < STEPS
     assert read_checkpoint(run_dir / "checkpoints" / "last.ckpt")["global_step"] == stopped_at

@@ -4,6 +4,7 @@ Each test reproduces a way a run used to end with nothing, lose work or train wr
 """
 
 import inspect
+import logging
 import math
 import os
 import re
@@ -384,9 +385,13 @@ def test_leftover_partial_files_of_dead_writers_are_removed(tmp_path):
 # ---------------------------------------------------------------------------- the debug presets
 
 
-def test_debug_presets_run_as_documented(tmp_path):
+def test_debug_presets_run_as_documented(tmp_path, caplog):
     smoke = tmp_path / "smoke"
+    caplog.set_level(logging.INFO, logger="src.train")
     assert math.isfinite(train_in_process(smoke, "debug=fast_dev_run", "sample.max_new_tokens=5"))
+    said = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("fast_dev_run: val loss ") for m in said)  # not "best val loss X -> " and nothing
+    assert not any(m.startswith("best val loss") for m in said)
     assert not (smoke / "checkpoints").exists()  # one step and one validation batch, nothing saved
 
     overfit = tmp_path / "overfit"

@@ -112,6 +112,9 @@ def test_plot_attention_writes_the_figure_for_any_prompt(trained, tmp_path):
     result = run_cli("plot_attention", f"ckpt_path={run_dir}", "prompt='To be, or not'", f"out={out}")
     assert result.returncode == 0, result.stderr
     assert png_size(out.read_bytes()) == (HEADS * CELL * DPI, (LAYERS * CELL + TITLE) * DPI)
+    beside = run_cli("plot_attention", f"ckpt_path={run_dir}")  # no out=: into the run, not the project root
+    assert beside.returncode == 0, beside.stderr
+    assert beside.stdout.strip() == str(run_dir / "attention.png") and (run_dir / "attention.png").is_file()
 
 
 def test_the_progress_bar_shows_loss_and_tokens_per_second_only_when_asked(tmp_path):

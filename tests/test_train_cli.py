@@ -1,8 +1,10 @@
 """The commands as a user runs them: train, then sample, evaluate and resume from its checkpoint."""
 
+import re
+
 import pytest
 
-from tests.helpers import run_cli, scalars
+from tests.helpers import run_cli, scalars, tiny_training
 
 pytestmark = pytest.mark.slow  # the commands as processes, end to end (make test-fast skips them)
 
@@ -53,7 +55,10 @@ def test_generate_without_ckpt_path_uses_the_newest_run_and_says_which(trained):
     run_dir, _ = trained
     result = run_cli("generate", f"paths.log_dir={run_dir.parent}", "max_new_tokens=5", "greedy=true")
     assert result.returncode == 0, result.stderr
-    assert str(run_dir / "checkpoints" / "best.ckpt") in result.stderr
+    assert (
+        f"checkpoint: the newest run: {run_dir / 'checkpoints' / 'best.ckpt'} (step 40, best val loss " in result.stderr
+    )
+    assert "warning: this model trained 40 step(s)" in result.stderr  # barely trained: said, not hidden
 
 
 def test_evaluate_prints_exact_metrics(trained):
@@ -80,3 +85,19 @@ def test_resume_continues_from_the_saved_step(trained, tmp_path):
     assert [step for step, _ in s["loss/val"]] == [0, 20, 40, 60]  # same run, one curve, no second step 0
     steps = [step for step, _ in s["loss/train"]]
     assert steps.count(45) == 1 and 20 not in steps[39:]  # continued at 40, not from 0
+
+
+def test_without_a_terminal_progress_lines_show_and_the_log_keeps_every_printed_line(tmp_path):
+    run_dir = tmp_path / "run"
+    overrides = tiny_training(tmp_path, f"hydra.run.dir={run_dir}", "trainer.max_steps=20", "sample.max_new_tokens=0")
+    result = run_cli("train", *overrides, "callbacks.progress_log.every_seconds=0", "trainer.val_check_interval=20")
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = result.stdout
+    assert re.search(r"^gpt: [1-9][\d,]* parameters \|", out, re.M)  # not 0.00M
+    assert out.index("step      1/20") < out.index("step     10/20") < out.index("step     20 | val loss")
+    log = (run_dir / "train.log").read_text()
+    for line in ("step      0 | val loss", "step     10/20", "step     20 | val loss", "best val loss"):
+        assert line in log, line
+    watch = next(line for line in out.splitlines() if line.startswith("watch it: "))
+    assert watch.endswith(f"bin/tensorboard --logdir {tmp_path}")  # runs without activating the venv
+    assert not (run_dir / ".lock").exists()

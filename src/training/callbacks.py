@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
@@ -10,6 +11,8 @@ from typing import Any
 
 import lightning as L
 from lightning.pytorch.callbacks import Checkpoint, TQDMProgressBar
+
+log = logging.getLogger(__name__)
 
 
 def is_logging_step(trainer: L.Trainer) -> bool:
@@ -118,6 +121,46 @@ class ProgressBar(TQDMProgressBar):
             shown["mfu"] = f"{100 * float(shown['mfu']):.1f}%"
         return shown
 
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        """A stop (Ctrl-C, an error) ends the bars' lines first: its message gets a line of its own."""
+        for bar in ("train_progress_bar", "val_progress_bar"):
+            try:
+                getattr(self, bar).close()
+            except TypeError:  # Lightning's word for a bar that was never opened
+                pass
+
+
+class ProgressLog(L.Callback):
+    """Without a progress bar (output to a file, CI, nohup): a plain line every `every_seconds`,
+    so a log shows the run moving long before its first validation."""
+
+    def __init__(self, every_seconds: float = 30.0):  # checked by config.check_values
+        self.every_seconds = every_seconds
+        self.started: float | None = None
+        self.last, self.first_step = 0.0, 0
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.started = self.last = time.monotonic()
+        self.first_step = trainer.global_step
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        now = time.monotonic()
+        if now - self.last < self.every_seconds or not trainer.is_global_zero or self.started is None:
+            return
+        self.last = now
+        step, total = trainer.global_step, trainer.max_steps
+        line = f"step {step:>6}/{total}"
+        if "train/loss" in trainer.callback_metrics:  # the last logged step's loss: no device sync here
+            line += f" | train loss {float(trainer.callback_metrics['train/loss']):.4f}"
+        done = step - self.first_step
+        elapsed = now - self.started
+        line += f" | {elapsed:.0f} s"
+        if done > 0 and total > step:
+            line += f", ~{elapsed / done * (total - step):.0f} s to go"
+        log.info(line)
+
 
 class ValidationReport(L.Callback):
     """Prints one line per validation, so logs read well with or without a progress bar."""
@@ -134,8 +177,7 @@ class ValidationReport(L.Callback):
         )
         if "train/tokens_per_sec" in m:
             line += f" | {m['train/tokens_per_sec']:,.0f} tokens/s"
-        bar = trainer.progress_bar_callback
-        (bar.print if bar is not None and bar.is_enabled else print)(line)
+        log.info(line)  # the terminal (above the progress bar) and the run's train.log
 
 
 class LastCheckpoint(Checkpoint):

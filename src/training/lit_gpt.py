@@ -268,4 +268,5 @@ class LitGPT(L.LightningModule):
         lit = cls(**{k: hparams[k] for k in ("model", "tokenizer", "optimizer", "data") if k in hparams})
         lit.model = trained.model  # in place of the freshly initialised one
         lit.trained_steps = trained.global_step
+        lit.best_val_loss = trained.best_val_loss if trained.best_val_loss is not None else math.inf
         return lit.eval()

@@ -14,6 +14,7 @@ keys it sweeps), so a sweep opens on its swept keys beside the best val loss, bp
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -35,6 +36,21 @@ ATTENTION_TAG = "maps/attention_layer_{layer}"
 # The HPARAMS tab's metric columns: (tag, column title).
 HPARAMS_METRICS = (("loss/val_best", "best val loss"), ("val/bpc", "val bpc"), ("val/acc", "val accuracy"))
 LAYOUT = {"loss": {"train and val loss": ["Multiline", [r"^loss/train$", r"^loss/val$"]]}}
+
+
+def shown_path(path: str | Path) -> str:
+    """A path as a user would type it here: relative to the current folder when inside it."""
+    absolute = Path(path).absolute()
+    try:
+        return str(absolute.relative_to(Path.cwd()))
+    except ValueError:
+        return str(absolute)
+
+
+def watch_command(log_dir: str | Path) -> str:
+    """The command that opens TensorBoard on log_dir, which works without activating the venv."""
+    program = Path(sys.executable).with_name("tensorboard")
+    return f"{shown_path(program) if program.is_file() else 'tensorboard'} --logdir {shown_path(log_dir)}"
 
 
 def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
