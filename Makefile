@@ -11,7 +11,7 @@ TORCH ?= torch==2.13.0
 CORPUS := data/tinyshakespeare/input.txt
 SHARED_CORPUS := ../shared/data/tinyshakespeare/input.txt
 
-.PHONY: train test test-fast gpu-check lint lock corpus clean-outputs
+.PHONY: train tensorboard test test-fast gpu-check lint lock corpus clean-outputs
 
 # torch through pip (the CPU build lies in pip's find-links here), everything else through uv at
 # the versions of constraints.txt: the versions the tests passed with, installed in parallel.
@@ -46,6 +46,11 @@ browser:
 
 train: $(BIN)/.installed corpus
 	$(BIN)/python -m src.train $(ARGS)
+
+# Every run under outputs/ (LOGDIR=outputs/multirun/<date>/<time> for one sweep), at http://localhost:6006
+LOGDIR ?= outputs
+tensorboard: $(BIN)/.installed
+	$(BIN)/tensorboard --logdir $(LOGDIR)
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import difflib
 import itertools
+import logging
 import os
 import sys
 import warnings
@@ -26,6 +27,7 @@ from hydra.core.override_parser.types import Override, OverrideType
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+from tqdm import tqdm
 
 from src.config import register
 from src.rules import one_line
@@ -50,8 +52,24 @@ warnings.filterwarnings("ignore", message="Checkpoint directory .* exists and is
 
 
 def fail(message: str, status: int = 2) -> None:
-    print(f"error: {message}", file=sys.stderr)
+    """`error: <message>` on stderr, and in the run's train.log when a run has one open; then exit."""
+    line = f"error: {message}"
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.emit(logging.makeLogRecord({"msg": line, "levelno": logging.ERROR, "levelname": "ERROR"}))
+    print(line, file=sys.stderr)
     sys.exit(status)
+
+
+class ConsoleHandler(logging.StreamHandler):
+    """Hydra's console log handler, printing above a progress bar rather than onto its line
+    (tqdm.write clears the bar, prints, and draws it again)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            tqdm.write(self.format(record), file=self.stream)
+        except Exception:  # as logging's own handlers do: a broken stream must not stop the run
+            self.handleError(record)
 
 
 def pick_device(setting: str) -> torch.device:
@@ -97,6 +115,48 @@ def compose(config_name: str, overrides: list[str]) -> DictConfig:
 def options(group: str) -> list[str]:
     """A config group's options, as a user chooses them (the schemas are not options)."""
     return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
+
+
+def command_groups(config_name: str) -> list[str]:
+    """The config groups a command composes (its defaults list) that offer a choice, as `--help`
+    lists them: not a group whose one option is already its default (paths, logger)."""
+    groups = []
+    for entry in OmegaConf.load(CONFIG_DIR / f"{config_name}.yaml").get("defaults", []):
+        if not isinstance(entry, DictConfig):
+            continue
+        group, default = next(iter(entry.items()))
+        if group == "hydra":  # Hydra's own groups that this project gives options: hydra/launcher=parallel
+            groups += sorted(f"hydra/{p.name}" for p in (CONFIG_DIR / "hydra").iterdir() if p.is_dir())
+        elif not group.startswith("override ") and options(group) != [default]:
+            groups.append(group)
+    return groups
+
+
+def command_help(config_name: str) -> str:
+    """`python -m src.<command> --help`: this command's groups and their options (not the schemas
+    Hydra keeps beside them, nor the other commands' groups), then its keys and Hydra's flags."""
+    lines = [f"python -m src.{config_name} [key=value ...]", ""]
+    groups = command_groups(config_name)
+    if groups:
+        width = max(len(g) for g in groups)
+        lines += [f"Config groups (choose one option each, e.g. {groups[0]}={options(groups[0])[-1]}):"]
+        lines += [f"  {g:<{width}}  {', '.join(options(g))}" for g in groups] + [""]
+    lines += ["Keys and their defaults (override any, e.g. seed=1):", "", "$CONFIG"]
+    lines += ["Hydra's own flags:", "$FLAGS_HELP"]
+    return "\n".join(lines)
+
+
+OmegaConf.register_new_resolver("command_help", command_help, replace=True)  # hydra.help.template uses it
+
+
+def check_choices(overrides: list[str]) -> None:
+    """A group's option must be one of its YAML files: Hydra would also take a schema's name (model=gpt_schema)."""
+    for o in OverridesParser.create().parse_overrides(overrides):
+        group, value = o.key_or_group, o.value()
+        if o.type == OverrideType.DEL or o.package is not None or group.startswith("hydra") or o.is_sweep_override():
+            continue
+        if isinstance(value, str) and (CONFIG_DIR / group).is_dir() and value not in options(group):
+            raise ValueError(f"unknown option '{value}' for {group}: choose one of {', '.join(options(group))}")
 
 
 def dotted_keys(node: DictConfig, prefix: str = "") -> list[str]:
@@ -231,6 +291,7 @@ def check_command_line(
         with point_composer(config_name) as compose_point:
             for number, point in enumerate(sweep_points(overrides)):
                 try:
+                    check_choices(point)
                     cfg = compose_point(point)
                     if check_sweep is not None:
                         check_sweep(cfg, point)
@@ -246,6 +307,7 @@ def check_command_line(
             sys.exit(2)
         return
     try:
+        check_choices(overrides)
         cfg = compose(config_name, overrides)
     except HydraException as err:
         fail(explain(err, config_name, overrides))

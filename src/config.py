@@ -156,7 +156,7 @@ class EvaluateSchema:
 class PlotAttentionSchema:
     ckpt_path: str | None = None
     prompt: str = "ROMEO:\nO, she doth teach the torch"
-    out: str = "attention.png"
+    out: str | None = None  # null: <run dir>/attention.png
     paths: Any = None
 
 
@@ -316,4 +316,8 @@ def check_values(cfg: DictConfig) -> None:
     checkpoint = cfg.callbacks.get("model_checkpoint") if cfg.callbacks is not None else None
     if checkpoint is not None and "monitor" in checkpoint:
         rules.monitored("callbacks.model_checkpoint.monitor", checkpoint.monitor)
+    progress = (cfg.get("callbacks") or {}).get("progress_log")
+    if progress is not None:
+        every = progress.get("every_seconds")
+        rules.finite("callbacks.progress_log.every_seconds", every, 0.0, "a number >= 0 (seconds between lines)")
     rules.sweep(cfg.sweep.jobs_per_gpu, cfg.sweep.media)

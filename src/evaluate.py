@@ -18,7 +18,7 @@ from src import rules
 from src.cli import command, pick_device
 from src.config import check_evaluate
 from src.data.datamodule import ShakespeareDataModule
-from src.training.checkpoint import find_checkpoint
+from src.training.checkpoint import Trained, describe, find_checkpoint
 from src.training.lit_gpt import LitGPT
 
 
@@ -40,7 +40,8 @@ def run(cfg: DictConfig) -> dict[str, float]:
             f"data_path={cfg.data_path} does not exist or is not a file: point data_path at a UTF-8 text file, "
             f"or leave it null for the text the checkpoint was trained on"
         )
-    print(f"checkpoint: {path}", file=sys.stderr)
+    trained = Trained(lit.model, lit.tokenizer, dict(lit.hparams), lit.trained_steps, lit.best_val_loss)
+    print("\n".join(describe(path, trained, chosen=cfg.ckpt_path is None)), file=sys.stderr)
     datamodule = ShakespeareDataModule(
         context_window=lit.model.context_window,
         batch_size=1,  # no training here: only the evaluation batches below are drawn

@@ -18,8 +18,8 @@ from omegaconf import DictConfig
 
 from src.cli import command
 from src.explorer.page import write_explorer
-from src.explorer.payload import check_weights_dtype, run_dir_of
-from src.training.checkpoint import find_checkpoint
+from src.explorer.payload import check_weights_dtype
+from src.training.checkpoint import find_checkpoint, run_dir_of
 
 
 def check_out(out: Path) -> None:

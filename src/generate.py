@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 from src.cli import command, pick_device
 from src.model.sampling import check_sampling_args, sample_generators, stream
 from src.rules import sample_fits
-from src.training.checkpoint import find_checkpoint, load_trained
+from src.training.checkpoint import describe, find_checkpoint, load_trained
 
 SEPARATOR = "-" * 15
 
@@ -35,7 +35,7 @@ def run(cfg: DictConfig) -> list[str]:
     trained.model.to(device)
     prompt = cfg.prompt.replace("\\n", "\n")  # a typed \n means a new line
     prompt_ids = trained.tokenizer.encode(prompt, "prompt").to(device)  # refuses unknown characters before printing
-    print(f"checkpoint: {path} (step {trained.global_step})", file=sys.stderr)
+    print("\n".join(describe(path, trained, chosen=cfg.ckpt_path is None)), file=sys.stderr)
 
     vocab, out = trained.tokenizer.vocab, sys.stdout
     new_ids: list[list[int]] = []  # per step, the ids of every sample

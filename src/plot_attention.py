@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 
 from src.cli import command
 from src.plots import attention_figure, save_png
-from src.training.checkpoint import find_checkpoint, load_trained
+from src.training.checkpoint import describe, find_checkpoint, load_trained, run_dir_of
 
 
 def run(cfg: DictConfig) -> Path:
@@ -24,7 +24,7 @@ def run(cfg: DictConfig) -> Path:
     if not prompt:
         raise ValueError("the prompt is empty: pass prompt=... with at least one character")
     ids = trained.tokenizer.encode(prompt, "prompt")
-    out = Path(cfg.out)
+    out = Path(cfg.out) if cfg.out is not None else run_dir_of(path) / "attention.png"
     if out.is_dir():
         raise ValueError(f"out={out} is a folder: give a file name, e.g. out={out / 'attention.png'}")
     if not out.parent.is_dir():
@@ -36,7 +36,7 @@ def run(cfg: DictConfig) -> Path:
         save_png(attention_figure([w[0] for w in maps], list(prompt), title), str(out))
     except OSError as err:
         raise ValueError(f"cannot write out={out} ({err.strerror or err}): choose a writable place for out=") from None
-    print(f"checkpoint: {path}", file=sys.stderr)
+    print("\n".join(describe(path, trained, chosen=cfg.ckpt_path is None)), file=sys.stderr)
     print(out)
     return out
 

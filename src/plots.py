@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import matplotlib
 
 matplotlib.use("Agg")  # files and TensorBoard only, never a window
@@ -11,7 +13,6 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
 from torch import Tensor  # noqa: E402
 
 from src.sweep_analysis import PowerLaw, finite_loss, seed_groups  # noqa: E402
@@ -127,6 +128,51 @@ def _swept_value(row: dict, key: str) -> int | float | str | None:
     return _value(given[key]) if key in given else None
 
 
+MAX_TICKS = 8  # more swept values than this: every k-th is labelled
+
+
+def compact(value: int | float | str) -> str:
+    """A tick label that stays short: 16, 0.003, 4.16K, 1.2M."""
+    if isinstance(value, str):
+        return value
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "K")):
+        if abs(value) >= size:
+            return f"{value / size:.3g}{suffix}"
+    return f"{value:g}"
+
+
+class XAxis:
+    """Where a panel draws each value: swept values evenly spaced in their order, parameter counts
+    at log10(N), on a plain linear axis whose ticks are the values themselves (no 4x10^3 labels).
+    Points that share a value (seeds, or other swept keys) are spread sideways, so that neither
+    they nor their job labels sit on top of each other."""
+
+    def __init__(self, values: list, log: bool):
+        self.values = sorted(set(values), key=lambda v: (isinstance(v, str), str(v) if isinstance(v, str) else v))
+        self.place = {v: (math.log10(v) if log else float(i)) for i, v in enumerate(self.values)}
+        low, high = self.place[self.values[0]], self.place[self.values[-1]]
+        self.step = (high - low) / (len(self.values) - 1) if len(self.values) > 1 else 1.0
+
+    def __call__(self, value: int | float | str, k: int = 0, m: int = 1) -> float:
+        """The k-th of m points at `value`."""
+        return self.place[value] + (k - (m - 1) / 2) * min(0.15, 0.6 / m) * self.step
+
+    def dress(self, ax: Axes, label: str) -> None:
+        every = math.ceil(len(self.values) / MAX_TICKS)
+        shown = self.values[::every]
+        ax.set_xticks([self.place[v] for v in shown], [compact(v) for v in shown], fontsize=8)
+        ax.set_xlim(self.place[self.values[0]] - self.step / 2, self.place[self.values[-1]] + self.step / 2)
+        ax.set_xlabel(label)
+
+
+def _dodged(points: list[tuple], axis: XAxis) -> list[float]:
+    """x of each (value, y, job) point, spread among the points that share its value."""
+    shared: dict = {}
+    for value, _, job in points:
+        shared.setdefault(value, []).append(job)
+    return [axis(value, sorted(shared[value]).index(job), len(shared[value])) for value, _, job in points]
+
+
 def sweep_figure(
     rows: list[dict], swept: list[str], fit: PowerLaw | None = None, residuals: dict | None = None
 ) -> Figure:
@@ -137,66 +183,56 @@ def sweep_figure(
     """
     done = [(row, loss) for row in rows if (loss := finite_loss(row)) is not None]
     groups = seed_groups(rows)
+    by_job = {row["job"]: row for row, _ in done}
     panels = [key for key in swept if key != "seed"] + ["parameters"] + (["residual"] if fit and residuals else [])
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6), dpi=DPI, squeeze=False)
     for ax, key in zip(axes[0], panels, strict=True):
+        ax.grid(alpha=0.3)
         if key == "residual":
-            _residual_panel(ax, rows, residuals or {})
+            points = [(by_job[j]["parameters"], r, j) for j, r in (residuals or {}).items() if j in by_job]
+        else:
+            points = [(x, loss, row["job"]) for row, loss in done if (x := _swept_value(row, key)) is not None]
+        if not points:
+            ax.set_xlabel(key)
             continue
-        points = [(x, loss, row["job"]) for row, loss in done if (x := _swept_value(row, key)) is not None]
-        numeric = all(isinstance(x, float | int) for x, _, _ in points)
-        labels = sorted({str(x) for x, _, _ in points})
-
-        def position(x: int | float | str, numeric: bool = numeric, labels: list[str] = labels) -> float:
-            return x if numeric else labels.index(str(x))
-
-        for x, y, job in points:
-            ax.scatter(position(x), y, color="tab:blue", alpha=0.5 if groups else 1.0, s=16)
-            ax.annotate(str(job), (position(x), y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        values = [x for x, _, _ in points]
+        log = key in ("parameters", "residual") and all(isinstance(x, int | float) and x > 0 for x in values)
+        axis = XAxis(values, log)
+        for x, (_, y, job) in zip(_dodged(points, axis), points, strict=True):
+            color = "tab:orange" if key == "residual" else "tab:blue"
+            ax.scatter(x, y, color=color, alpha=0.6 if groups else 1.0, s=16)
+            ax.annotate(str(job), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
+        axis.dress(ax, "parameters" if key == "residual" else key)
+        if key == "residual":
+            ax.axhline(0.0, color="grey", linewidth=0.8)
+            ax.set_ylabel("best val loss - fit", fontsize=8)
+            continue
         if groups:  # each configuration's mean over its seeds, +- one standard deviation
-            by_job = {row["job"]: row for row, _ in done}
+            drawn = False
             for g in groups:
                 xs = {_swept_value(by_job[j], key) for j in g.jobs}
                 if len(xs) == 1 and None not in xs:
-                    ax.errorbar(position(xs.pop()), g.mean, yerr=g.std or 0, fmt="_", color="tab:red", capsize=4)
-        if key == "parameters" and fit and points:
-            n = np.geomspace(min(x for x, _, _ in points), max(x for x, _, _ in points), 100)
-            ax.plot(n, fit(n), "--", color="tab:orange", label=f"{fit.a:.3g}·N^-{fit.alpha:.2f} + {fit.c:.3f}")
+                    label = None if drawn else "mean ± std over seeds"
+                    ax.errorbar(
+                        axis(xs.pop()), g.mean, yerr=g.std or 0, fmt="_", color="tab:red", capsize=4, label=label
+                    )
+                    drawn = True
+        if key == "parameters" and fit:
+            n = np.geomspace(min(values), max(values), 100)
+            ax.plot(
+                np.log10(n), fit(n), "--", color="tab:orange", label=f"{fit.a:.3g}·N^-{fit.alpha:.2f} + {fit.c:.3f}"
+            )
+        if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-        if not numeric:
-            ax.set_xticks(range(len(labels)), labels)
-        elif all(isinstance(x, int) for x, _, _ in points) and key != "parameters":
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # 2 heads, not 2.5
-        if key == "parameters" and points:
-            ax.set_xscale("log")
-        ax.set_xlabel(key)
-        ax.set_ylabel("best val loss" + (" (red: mean ± std over seeds)" if groups else ""), fontsize=8)
-        ax.grid(alpha=0.3)
+        ax.set_ylabel("best val loss", fontsize=8)
     failed = sum(1 for row in rows if row.get("status") != "ok")
     no_loss = len(rows) - failed - len(done)
     title = f"{len(done)} finished jobs" + (f", {failed} failed (see summary.md)" if failed else "")
     title += f", {no_loss} without a finite val loss" if no_loss else ""
     if fit:
-        title += f"; loss vs size: exponent alpha = {fit.alpha:.3f}"
+        title += f"; loss vs size: L(N) = a·N^-alpha + c, alpha = {fit.alpha:.3f}"
+    elif done:
+        title += "; no power-law fit of loss against size (summary.md says why)"
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
-
-
-def _residual_panel(ax: Axes, rows: list[dict], residuals: dict) -> None:
-    """Each job's loss minus the fitted L(N), against its parameter count."""
-    for row in rows:
-        if row["job"] in residuals:
-            ax.scatter(row["parameters"], residuals[row["job"]], color="tab:orange", s=16)
-            ax.annotate(
-                str(row["job"]),
-                (row["parameters"], residuals[row["job"]]),
-                xytext=(4, 4),
-                textcoords="offset points",
-                fontsize=7,
-            )
-    ax.axhline(0.0, color="grey", linewidth=0.8)
-    ax.set_xscale("log")
-    ax.set_xlabel("parameters")
-    ax.set_ylabel("best val loss - fit")
-    ax.grid(alpha=0.3)

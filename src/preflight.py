@@ -321,11 +321,13 @@ def named_key(spec: DictConfig, message: str) -> str | None:
     return next((k for test in tests for k in keys if test(k)), None)
 
 
-def build_callbacks(cfg: DictConfig, prompts: dict[str, str], progress_bar: bool) -> list[L.Callback]:
-    """The configured callbacks (prompts resolved against the text), the progress bar if shown."""
+def build_callbacks(cfg: DictConfig, prompts: dict[str, str], progress_bar: bool | None) -> list[L.Callback]:
+    """The configured callbacks (prompts resolved against the text): the progress bar when it is
+    shown, else plain progress lines; None: every one of them (the pre-check)."""
     callbacks = []
     for name, spec in cfg.callbacks.items():
-        if spec is None or (name == "progress_bar" and not progress_bar):
+        shown = progress_bar if progress_bar is not None else name in ("progress_bar", "progress_log")
+        if spec is None or (name == "progress_bar" and not shown) or (name == "progress_log" and progress_bar):
             continue
         extra = {"prompt": prompts[name]} if name in prompts else {}
         callbacks.append(part(f"callbacks.{name}", spec, **extra))
@@ -361,7 +363,7 @@ def check_parts(cfg: DictConfig, tokenizer: CharTokenizer, corpus: EncodedCorpus
         with open_dict(cfg):
             cfg.paths.output_dir = str(Path(cfg.paths.log_dir) / "run-not-yet-created")
     build_datamodule(cfg, tokenizer, corpus)
-    callbacks = build_callbacks(cfg, prompts, progress_bar=True)
+    callbacks = build_callbacks(cfg, prompts, progress_bar=None)
     logger = part("logger", cfg.logger) if cfg.logger is not None else False
     quiet = logging.getLogger("lightning.pytorch.utilities.rank_zero")  # "GPU available: ..." before the run
     level = quiet.level
@@ -460,6 +462,9 @@ def hold_run_dir(run_dir: str | Path) -> Iterator[None]:
     if fd is None:
         fd = lock_run_dir(run_dir)
     try:
-        yield
+        try:
+            yield
+        finally:
+            (Path(run_dir) / LOCK).unlink(missing_ok=True)  # a finished run leaves none (kill -9: unlocked)
     finally:
         os.close(fd)  # the kernel drops the lock with the descriptor, also on kill -9

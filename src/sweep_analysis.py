@@ -109,38 +109,77 @@ def fit_power_law(sizes: list[float], losses: list[float]) -> PowerLaw:
     return PowerLaw(float(a_scaled * scale**alpha), float(alpha), float(c), at_edge)
 
 
+MIN_SIZES = 4  # L(N) has three free numbers: with three sizes it passes through any three falling points
+
+
+def seed_spread(rows: list[dict[str, Any]]) -> float | None:
+    """The seeds' pooled standard deviation over the configurations that ran more than once, or None."""
+    groups = [g for g in seed_groups(rows) or [] if g.std is not None]
+    if not groups:
+        return None
+    return math.sqrt(statistics.fmean(g.std**2 for g in groups))
+
+
 def scaling(rows: list[dict[str, Any]]) -> tuple[PowerLaw | None, dict[int, float], str]:
-    """The power-law fit over the finished jobs, each job's residual (loss - fit), and one line saying so."""
+    """The power-law fit over the finished jobs, each job's residual (loss - fit), and one line saying so.
+
+    A fit is reported only where it means something; otherwise the line says "No fit" and why:
+    fewer than MIN_SIZES sizes, a loss that does not fall with size, an exponent that ran to the
+    end of its search range (the losses do not bend like a power law), or residuals more than
+    twice the seed-to-seed spread (the curve misses the data by more than the noise).
+    """
     points = [(row["parameters"], loss, row["job"]) for row in rows if (loss := finite_loss(row)) is not None]
     points = [(n, loss, job) for n, loss, job in points if isinstance(n, (int, float)) and n > 0]
     sizes = sorted({n for n, _, _ in points})
-    if len(sizes) < 3:
+    if len(sizes) < MIN_SIZES:
         return (
             None,
             {},
             (
-                f"No fit of loss against model size: {len(sizes)} distinct parameter count(s) among the finished "
-                f"jobs, and L(N) = a*N^(-alpha) + c needs at least 3."
+                f"No fit: {len(sizes)} model size(s) among the finished jobs. L(N) = a*N^(-alpha) + c has three free "
+                f"numbers and passes through any three falling points, so it needs at least {MIN_SIZES} sizes to be "
+                f"tested: sweep more sizes."
             ),
         )
     fit = fit_power_law([n for n, _, _ in points], [loss for _, loss, _ in points])
-    residuals = {job: loss - float(fit(n)) for n, loss, job in points}
     if fit.a <= 0:
         return (
             None,
             {},
             (
-                f"No power law: over {len(sizes)} sizes the best val loss does not fall with parameter count "
+                f"No fit: over {len(sizes)} sizes the best val loss does not fall with parameter count "
                 f"(the best fit has a = {fit.a:.3g} <= 0)."
             ),
         )
+    if fit.at_edge:
+        return (
+            None,
+            {},
+            (
+                f"No fit: the exponent ran to the end of its search range {ALPHA_RANGE} (alpha = {fit.alpha:.3g}): "
+                f"over these {len(sizes)} sizes the losses do not bend like a power law."
+            ),
+        )
+    residuals = {job: loss - float(fit(n)) for n, loss, job in points}
     rms = math.sqrt(statistics.fmean(r * r for r in residuals.values()))
+    spread = seed_spread(rows)
+    if spread is not None and rms > 2 * spread:
+        return (
+            None,
+            {},
+            (
+                f"No fit: the best power law misses the jobs by {rms:.4f} (rms), more than twice the seeds' spread "
+                f"({spread:.4f}): loss against size is not a power law over these {len(sizes)} sizes."
+            ),
+        )
     line = (
         f"L(N) = {fit.a:.4g} * N^(-{fit.alpha:.3f}) + {fit.c:.4f}, fitted to {len(points)} jobs over "
-        f"{len(sizes)} sizes ({sizes[0]:,} to {sizes[-1]:,} parameters); rms residual {rms:.4f}."
+        f"{len(sizes)} sizes ({sizes[0]:,} to {sizes[-1]:,} parameters); rms residual {rms:.4f}"
     )
-    if fit.at_edge:
-        line += f" The exponent is at the end of the searched range {ALPHA_RANGE}: these sizes do not pin it down."
+    if spread is None:
+        line += "; no seed repeats, so the residuals cannot be compared with seed noise (add seed=1,2,3)."
+    else:
+        line += f", within twice the seeds' spread ({spread:.4f})."
     return fit, residuals, line
 
 

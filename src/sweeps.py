@@ -78,6 +78,18 @@ def swept_on_command_line(sweep_file: str, modified_ns: int) -> frozenset[str]:
     return frozenset(o.get_key_element() for o in overrides if o.is_sweep_override())
 
 
+def varied_keys() -> list[str]:
+    """The keys that set this run apart, as typed (`model.num_heads`): a sweep's swept keys, or the
+    keys a single run's command line set; never where or how it runs (NOT_HYPERPARAMETERS)."""
+    if not HydraConfig.initialized():
+        return []
+    if in_multirun():
+        keys = set(swept_keys(HydraConfig.get()))
+    else:
+        keys = {o.lstrip("+~").split("=", 1)[0] for o in job_overrides()}
+    return sorted(k for k in keys if not k.startswith(NOT_HYPERPARAMETERS))
+
+
 def run_name() -> str:
     """What distinguishes this job in TensorBoard: `num_heads=4,embedding_dim=128`."""
     if not in_multirun():
@@ -459,7 +471,10 @@ class SweepSummary(Callback):
 
         figure = sweep_figure(rows, sorted(swept_keys(config.hydra)), fit, residuals)
         save_png(figure, str(sweep_dir / "summary.png"))
+        from src.training.tensorboard import watch_command  # every job's curves, named by what it swept
+
         print(f"\n{table}\n\nsummary: {sweep_dir / 'summary.md'}, plot: {sweep_dir / 'summary.png'}")
+        print(f"watch it: {watch_command(sweep_dir)}")
         failed = [r["job"] for r in rows if r.get("status") != "ok"]
         if failed:
             print(f"error: {len(failed)} of {len(rows)} jobs failed: {failed}", file=sys.stderr)

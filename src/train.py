@@ -46,11 +46,17 @@ from src.model.language_model import count_parameters
 from src.model.sampling import sample_text
 from src.preflight import build_callbacks
 from src.rules import ConfigError
-from src.training.callbacks import GracefulInterrupt, LogHyperparams, TokensPerSecond, TrainingInterrupted
+from src.training.callbacks import GracefulInterrupt, TokensPerSecond, TrainingInterrupted
 from src.training.checkpoint import CheckpointError, find_checkpoint, load_trained
 from src.training.lit_gpt import LitGPT
+from src.training.tensorboard import LogHyperparams, watch_command
 
 log = logging.getLogger(__name__)
+
+
+def parameter_count(n: int) -> str:
+    """0.70M for the default model, 4,160 for a tiny one (not 0.00M)."""
+    return f"{n / 1e6:.2f}M" if n >= 100_000 else f"{n:,}"
 
 
 def show_progress_bar(setting: Any) -> bool:
@@ -59,20 +65,23 @@ def show_progress_bar(setting: Any) -> bool:
     return str(setting).lower() == "true"
 
 
-def tensorboard_hparams(cfg: DictConfig, num_parameters: int) -> dict[str, Any]:
-    """The knobs worth comparing across runs in TensorBoard's HPARAMS tab."""
+def tensorboard_hparams(cfg: DictConfig, num_parameters: int, varied: list[str]) -> dict[str, Any]:
+    """The knobs worth comparing across runs in TensorBoard's HPARAMS tab, and the keys in `varied`."""
     opt = cfg.optimizer
-    return {
-        "model": OmegaConf.to_container(cfg.model, resolve=True),
-        "optimizer": {k: opt[k] for k in ("name", "lr", "weight_decay", "warmup_steps", "min_lr")},
-        "data": {
-            k: str(cfg.data[k]) if k == "path" else cfg.data[k]
-            for k in ("batch_size", "path", "val_tokens", "sampling")
-        },
-        "trainer": {"max_steps": cfg.trainer.max_steps, "precision": str(cfg.trainer.precision)},
+    params: dict[str, Any] = {
+        **{f"model/{k}": v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items()},
+        **{f"optimizer/{k}": opt[k] for k in ("name", "lr", "weight_decay", "warmup_steps", "min_lr")},
+        **{f"data/{k}": cfg.data[k] for k in ("batch_size", "path", "val_tokens", "sampling")},
+        "trainer/max_steps": cfg.trainer.max_steps,
+        "trainer/precision": str(cfg.trainer.precision),
         "seed": cfg.seed,
         "parameters": num_parameters,
     }
+    for key in varied:  # a swept key outside the list above, e.g. trainer.gradient_clip_val
+        value = OmegaConf.select(cfg, key)
+        if not isinstance(value, DictConfig):  # a group choice (model=seed) shows through its keys
+            params.setdefault(key.replace(".", "/"), value)
+    return params
 
 
 class Run(NamedTuple):
@@ -98,7 +107,8 @@ def build(cfg: DictConfig, plan: preflight.Plan, module_class: type[LitGPT] = Li
         optimizer=OmegaConf.to_container(cfg.optimizer, resolve=True),
         data={**{k: cfg.data[k] for k in ("path", "val_fraction", "test_fraction")}, "sha256": plan.corpus.sha256},
     )
-    hparams = LogHyperparams(tensorboard_hparams(cfg, count_parameters(lit.model)))
+    varied = sweeps.varied_keys()
+    hparams = LogHyperparams(tensorboard_hparams(cfg, count_parameters(lit.model), varied), varied)
     shown = show_progress_bar(cfg.progress_bar)
     callbacks = [*build_callbacks(cfg, plan.prompts, shown), GracefulInterrupt(), hparams]
     # Sweep jobs are named by their overrides; ~logger: none (Lightning would otherwise add its own).
@@ -119,7 +129,7 @@ def train(cfg: DictConfig) -> float:
     run_dir = Path(cfg.paths.output_dir)
     if trainer.is_global_zero:
         log.info(
-            f"{cfg.model.kind}: {num_parameters / 1e6:.2f}M parameters | vocab {plan.tokenizer.vocab_size} "
+            f"{cfg.model.kind}: {parameter_count(num_parameters)} parameters | vocab {plan.tokenizer.vocab_size} "
             f"| {plan.corpus.source.name}: {datamodule.describe()} | {trainer.max_steps} steps of "
             f"{cfg.data.batch_size}x{cfg.model.context_window} tokens | run dir {run_dir}"
         )
@@ -162,7 +172,9 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_pa
             "best_checkpoint": best_path,
         },
     )
-    if validated:
+    if validated and trainer.fast_dev_run:
+        log.info(f"fast_dev_run: val loss {best:.4f} over one batch; no checkpoint is written in this mode")
+    elif validated:
         log.info(f"best val loss {best:.4f} -> {best_path}")
     s = cfg.sample
     # best.ckpt, loaded once for the sample and the explorer page
@@ -184,7 +196,8 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_pa
         out = Path(cfg.paths.output_dir) / "explore.html"
         page = write_explorer(Path(best_path), out, cfg.paths.data_dir, plan.prompts["sample"], trained=trained)
         log.info(f"see inside it: open {page.resolve().as_uri()}")
-    log.info("watch it: tensorboard --logdir outputs")
+    if not sweeps.in_multirun():  # a sweep says it once, for all its jobs (SweepSummary)
+        log.info(f"watch it: {watch_command(cfg.paths.log_dir)}")
     return best
 
 

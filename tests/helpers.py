@@ -34,7 +34,12 @@ def shakespeare_file() -> Path:
 
 
 def run_cli(module: str, *overrides: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
-    """`python -m src.<module> <overrides>` from the project root, as a user types it."""
+    """`python -m src.<module> <overrides>` from the project root, as a user types it.
+
+    generate and evaluate are pinned to the CPU unless a test names a device (tiny_training pins
+    training), so the suite asserts the same numbers on a GPU machine or a Mac."""
+    if module in ("generate", "evaluate") and not any(o.startswith("device=") for o in overrides):
+        overrides = (*overrides, "device=cpu")
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     full_env.pop("HYDRA_FULL_ERROR", None)
     return subprocess.run(

@@ -41,6 +41,7 @@ def workspace(tmp_path) -> Path:
 TRAIN_CASES = {
     "unknown key": (["model.hidden_size=64"], r"unknown config key 'model.hidden_size'.*embedding_dim"),
     "unknown option": (["model=transformer"], r"unknown option 'transformer' for model: choose one of gpt, seed"),
+    "a schema is no option": (["model=gpt_schema"], r"unknown option 'gpt_schema' for model: choose one of gpt, seed"),
     "heads do not divide": (["model.embedding_dim=64", "model.num_heads=6"], r"embedding_dim \(64\).*num_heads \(6\)"),
     "context_window 0": (["model.context_window=0"], r"context_window must be a positive integer"),
     "embedding_dim negative": (["model.embedding_dim=-8"], r"embedding_dim must be a positive integer"),
@@ -261,3 +262,23 @@ def test_the_other_commands_name_their_own_keys(trained, tmp_path):
     torch.save(checkpoint, tmp_path / "edited.ckpt")
     result = run_cli("generate", f"ckpt_path={tmp_path / 'edited.ckpt'}")
     assert_refused(result, r"edited.ckpt holds a model config no model can be built from \(embedding_dim \(32\) must")
+
+
+def test_help_lists_each_command_s_own_groups_and_options_and_no_schemas():
+    train = run_cli("train", "--help")
+    assert train.returncode == 0, train.stderr
+    assert re.search(r"^  model +gpt, seed$", train.stdout, re.M)
+    assert re.search(r"^  experiment +cpu_speedrun, nanogpt_cpu, nanogpt_gpu, notes_recipe$", train.stdout, re.M)
+    assert "_schema" not in train.stdout and "model.num_heads" not in train.stdout  # keys show as YAML
+    generate = run_cli("generate", "--help")
+    assert generate.returncode == 0, generate.stderr
+    assert "max_new_tokens: 500" in generate.stdout
+    assert not re.search(r"^\s*(model|optimizer|trainer)\b", generate.stdout, re.M)  # not the training groups
+
+
+def test_a_sweep_point_choosing_a_schema_is_refused_up_front(workspace, monkeypatch, capsys):
+    args = ["-m", *tiny_training(workspace / "outputs", "model=gpt,seed_schema")]
+    before = files_under(workspace)
+    result = run_in_process(monkeypatch, capsys, train_main, args)
+    assert_refused(result, r"job 1 \(.*model=seed_schema.*\): unknown option 'seed_schema' for model")
+    assert files_under(workspace) == before

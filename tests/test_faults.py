@@ -59,7 +59,7 @@ def uninterrupted(tmp_path_factory) -> dict[int, float]:
     log_dir = tmp_path_factory.mktemp("uninterrupted")
     result = run_cli("train", *with_dropout(log_dir, log_dir / "run"))
     assert result.returncode == 0, result.stderr[-2000:]
-    return dict(scalars(log_dir / "run")["train/loss"])
+    return dict(scalars(log_dir / "run")["loss/train"])
 
 
 @pytest.mark.parametrize("sig,status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
@@ -73,13 +73,14 @@ def test_a_signal_saves_a_checkpoint_and_resuming_replays_the_same_losses(tmp_pa
     message = [line for line in stderr.splitlines() if line.strip()]
     assert len(message) == 1 and message[0].startswith(f"error: {sig.name} at step "), stderr
     assert f"resume with: python -m src.train ckpt_path={run_dir}" in message[0]
+    assert message[0] in (run_dir / "train.log").read_text()  # what the terminal showed, the log keeps
     stopped_at = int(message[0].split("at step ")[1].split(":")[0])
     assert 20 <= stopped_at < STEPS
     assert read_checkpoint(run_dir / "checkpoints" / "last.ckpt")["global_step"] == stopped_at
 
     resumed = run_cli("train", f"ckpt_path={run_dir}")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    losses = dict(scalars(run_dir)["train/loss"])
+    losses = dict(scalars(run_dir)["loss/train"])
     assert sorted(losses) == list(range(STEPS))  # every step exactly once, in one run directory
     for step in range(STEPS):
         assert losses[step] == pytest.approx(uninterrupted[step], abs=1e-6), step

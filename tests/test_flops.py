@@ -104,7 +104,8 @@ def fit_with_a_fake_clock(tmp_path, monkeypatch, peak: float | None, steps: int 
 @pytest.mark.filterwarnings("ignore:.*(val_dataloader|LeafSpec).*")
 def test_throughput_reads_the_clock_at_log_steps_only_and_logs_flops_and_mfu_there(tmp_path, monkeypatch):
     logged, flops_per_step, throughput = fit_with_a_fake_clock(tmp_path, monkeypatch, peak=1e8)
-    assert logged["train/mfu"].keys() == logged["train/loss"].keys() == {2, 5, 8, 11}  # Lightning's log steps
+    assert logged["train/mfu"].keys() == {2, 5, 8, 11}  # Lightning's log steps
+    assert logged["train/loss"].keys() == {0, 2, 5, 8, 11}  # and the untrained model's loss, at step 0
     # The clock was read when the first step started and then once per log step: 3 steps per 0.5 s.
     expected = 3 * flops_per_step / 0.5
     for step, achieved in logged["train/flops_per_sec"].items():
@@ -133,6 +134,6 @@ def test_a_cpu_run_without_a_configured_peak_logs_flops_but_no_mfu(tmp_path, mon
 def test_a_cpu_training_run_logs_flops_but_no_mfu_to_tensorboard(trained):
     run_dir, output = trained
     s = scalars(run_dir)
-    assert [step for step, _ in s["train/flops_per_sec"]] == [step for step, _ in s["train/loss"]]
+    assert [step for step, _ in s["train/flops_per_sec"]] == [step for step, _ in s["loss/train"]]
     assert "train/mfu" not in s  # no stable peak on a CPU unless configured
     assert "MFU peak per device: no stable peak on a CPU" in output

@@ -4,6 +4,7 @@ Each test reproduces a way a run used to end with nothing, lose work or train wr
 """
 
 import inspect
+import logging
 import math
 import os
 import re
@@ -54,7 +55,7 @@ def test_every_run_ends_with_a_validation_and_last_ckpt_at_its_newest_step(tmp_p
     best = train_in_process(run, *overrides)
     assert math.isfinite(best)
     assert last_step(run) == max_steps
-    val_steps = [s for s, _ in scalars(run)["val/loss"]]
+    val_steps = [s for s, _ in scalars(run)["loss/val"]]
     assert val_steps[-1] == max_steps and val_steps == sorted(set(val_steps))
     assert (run / "checkpoints" / "best.ckpt").is_file()
 
@@ -104,12 +105,12 @@ def test_without_a_logger_a_run_writes_no_events(tmp_path):
     assert last_step(run) == 3 and not (run / "tensorboard").exists() and not (run / "lightning_logs").exists()
 
 
-def test_hp_metric_is_only_ever_a_real_val_loss(tmp_path):
+def test_the_best_val_loss_is_only_ever_a_real_val_loss(tmp_path):
     run = tmp_path / "run"
     train_in_process(run, "trainer.max_steps=6", "trainer.val_check_interval=3", *NO_MEDIA)
     s = scalars(run)
-    assert all(math.isfinite(v) and v > 0 for _, v in s["hp_metric"])  # never Lightning's -1 placeholder
-    assert s["hp_metric"][-1][1] == pytest.approx(min(v for _, v in s["val/loss"]))
+    assert all(math.isfinite(v) and v > 0 for _, v in s["loss/val_best"])  # never Lightning's -1 hp_metric placeholder
+    assert s["loss/val_best"][-1][1] == pytest.approx(min(v for _, v in s["loss/val"]))
 
 
 # ---------------------------------------------------------------------------- your own text
@@ -423,9 +424,13 @@ def test_leftover_partial_files_of_dead_writers_are_removed(tmp_path):
 # ---------------------------------------------------------------------------- the debug presets
 
 
-def test_debug_presets_run_as_documented(tmp_path):
+def test_debug_presets_run_as_documented(tmp_path, caplog):
     smoke = tmp_path / "smoke"
+    caplog.set_level(logging.INFO, logger="src.train")
     assert math.isfinite(train_in_process(smoke, "debug=fast_dev_run", "sample.max_new_tokens=5"))
+    said = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("fast_dev_run: val loss ") for m in said)  # not "best val loss X -> " and nothing
+    assert not any(m.startswith("best val loss") for m in said)
     assert not (smoke / "checkpoints").exists()  # one step and one validation batch, nothing saved
 
     overfit = tmp_path / "overfit"
@@ -436,7 +441,7 @@ def test_debug_presets_run_as_documented(tmp_path):
         "trainer.val_check_interval=null",
         "trainer.check_val_every_n_epoch=30",
     )
-    losses = [v for _, v in scalars(overfit)["train/loss"]]
+    losses = [v for _, v in scalars(overfit)["loss/train"]]
     assert losses[-1] < 0.5 * losses[0]  # one batch, learnt by heart
 
     profiled = tmp_path / "profiled"

@@ -104,9 +104,9 @@ def test_the_fit_recovers_a_known_exponent():
 
 def test_the_summary_copes_with_one_job_two_sizes_failures_and_no_finite_loss(tmp_path):
     one = [job(0, 2.5, 10_000, "model.embedding_dim=32")]
-    assert sweep_analysis.scaling(one)[0] is None and "1 distinct parameter count" in sweep_analysis.scaling(one)[2]
+    assert sweep_analysis.scaling(one)[0] is None and "1 model size(s)" in sweep_analysis.scaling(one)[2]
     two = [*one, job(1, 2.3, 20_000, "model.embedding_dim=48"), job(2, 2.2, 20_000, "model.embedding_dim=48")]
-    assert "needs at least 3" in sweep_analysis.scaling(two)[2]
+    assert "needs at least 4 sizes" in sweep_analysis.scaling(two)[2]
     broken = [
         job(0, math.inf, 10_000, "model.num_heads=2"),
         job(1, math.nan, 20_000, "model.num_heads=4"),
@@ -114,10 +114,10 @@ def test_the_summary_copes_with_one_job_two_sizes_failures_and_no_finite_loss(tm
         {"job": 3, "status": "missing"},
     ]
     text, fit, residuals = sweep_analysis.summary_text(broken)
-    assert fit is None and "0 distinct" in text and text.count("no finite val loss") == 2
+    assert fit is None and "No fit: 0 model size(s)" in text and text.count("no finite val loss") == 2
     save_png(sweep_figure(broken, ["model.num_heads"], fit, residuals), str(tmp_path / "summary.png"))
     assert (tmp_path / "summary.png").stat().st_size > 0  # all losses inf: no "cannot be log-scaled"
-    rising = [job(i, 2.0 + 0.1 * i, n, f"model.embedding_dim={i}") for i, n in enumerate([1e3, 1e4, 1e5])]
+    rising = [job(i, 2.0 + 0.1 * i, n, f"model.embedding_dim={i}") for i, n in enumerate([1e3, 1e4, 1e5, 1e6])]
     assert sweep_analysis.scaling(rising)[0] is None and "does not fall" in sweep_analysis.scaling(rising)[2]
 
 
@@ -140,3 +140,72 @@ def test_repeated_seeds_give_a_mean_and_spread_per_configuration(tmp_path):
     assert "| embedding_dim=32 | 3,200 | 2.5000 | 0.0400 | 3 | 0, 1, 2 |" in text
     save_png(sweep_figure(rows, ["model.embedding_dim", "seed"]), str(tmp_path / "summary.png"))
     assert sweep_analysis.seed_groups(rows[:1] + rows[3:4]) is None  # no configuration repeats: no seed table
+
+
+SIZES = (1e3, 4e3, 1.6e4, 6.4e4, 2.56e5)
+
+
+def seeded(losses_by_size: dict[int, list[float]]) -> list[dict]:
+    """Jobs of a seeded size sweep: every size with one job per seed, as result.json rows."""
+    rows = []
+    for n, losses in losses_by_size.items():
+        for seed, loss in enumerate(losses, 1):
+            rows.append(
+                {
+                    **job(len(rows), loss, n, f"model.embedding_dim={n}", f"seed={seed}"),
+                    "run_name": f"embedding_dim={n},seed={seed}",
+                }
+            )
+    return rows
+
+
+def fit_drawn(figure) -> bool:
+    return any(line.get_linestyle() == "--" for ax in figure.axes for line in ax.get_lines())
+
+
+@pytest.mark.parametrize(
+    "losses_by_size,why",
+    [
+        # the issue's sweep: three sizes (any three falling points take a curve exactly)
+        ({4160: [3.7058, 3.6862], 14464: [3.5008, 3.4717], 53504: [3.3699, 3.3786]}, "needs at least 4 sizes"),
+        # loss linear in log N: the exponent runs to the bottom of its range
+        ({10**k: [3.0 - 0.1 * k, 3.0 - 0.1 * k + 1e-4] for k in range(3, 7)}, "ran to the end of its search range"),
+        # a power law with one size 0.03 off, where the seeds agree to 0.001
+        (
+            {n: [5 * n**-0.3 + 1.5 + (0.03 if n == 1.6e4 else 0) + e for e in (1e-3, -1e-3)] for n in SIZES},
+            "more than twice the seeds' spread",
+        ),
+    ],
+)
+def test_no_meaningless_fit_in_either_file(tmp_path, losses_by_size, why):
+    rows = seeded(losses_by_size)
+    text, fit, residuals = sweep_analysis.summary_text(rows)
+    assert fit is None and residuals == {} and why in text
+    assert not re.search(r"L\(N\) = \d", text) and "fit residual" not in text
+    figure = sweep_figure(rows, ["model.embedding_dim", "seed"], fit, residuals)
+    assert not fit_drawn(figure) and len(figure.axes) == 2  # no curve, no residual panel
+    assert "no power-law fit" in figure._suptitle.get_text()
+
+
+def test_a_power_law_within_the_seed_noise_is_fitted_and_drawn():
+    noise = [0.004, -0.004]
+    rows = seeded({n: [5.0 * n**-0.3 + 1.5 + e for e in noise] for n in SIZES})
+    text, fit, residuals = sweep_analysis.summary_text(rows)
+    assert fit is not None and fit.alpha == pytest.approx(0.3, abs=0.02)
+    assert "within twice the seeds' spread" in text and "| fit residual |" in text
+    figure = sweep_figure(rows, ["model.embedding_dim", "seed"], fit, residuals)
+    assert fit_drawn(figure) and len(figure.axes) == 3
+
+
+def test_the_sweep_plot_ticks_are_the_swept_values_and_seeds_do_not_share_a_spot():
+    rows = seeded({n: [3.0 - 0.1 * i, 3.01 - 0.1 * i] for i, n in enumerate((16, 32, 64))})
+    for row, width in zip(rows, (16, 16, 32, 32, 64, 64), strict=True):
+        row["overrides"][0] = f"model.embedding_dim={width}"
+    figure = sweep_figure(rows, ["model.embedding_dim", "seed"])
+    swept, size = figure.axes
+    assert [t.get_text() for t in swept.get_xticklabels()] == ["16", "32", "64"]
+    assert [t.get_text() for t in size.get_xticklabels()] == ["16", "32", "64"]  # parameter counts, plainly
+    assert size.get_xscale() == "linear"  # log10 positions on a linear axis: no 4x10^3 minor labels to overlap
+    for ax in (swept, size):
+        spots = [t.xy for t in ax.texts]  # each job's label sits at its own point
+        assert len(spots) == len(rows) and len(set(spots)) == len(rows)

@@ -37,7 +37,7 @@ def test_a_2x2_sweep_gives_four_jobs_a_summary_and_a_plot(tmp_path):
         names.add(frozenset(runs[0].name.split(",")))  # the order follows the command line
         events = EventAccumulator(str(runs[0]))
         events.Reload()
-        assert "val/loss" in events.Tags()["scalars"]
+        assert "loss/val" in events.Tags()["scalars"]
         assert (job / "checkpoints" / "best.ckpt").is_file() and (job / ".hydra" / "config.yaml").is_file()
         assert json.loads((job / "result.json").read_text())["status"] == "ok"
         assert not (job / "explore.html").exists()  # media, like the samples: sweep.media=true keeps them
@@ -99,7 +99,7 @@ def test_ddp_on_the_cpu_writes_one_run_directory(tmp_path):
     assert (run / "checkpoints" / "last.ckpt").is_file()
     events = EventAccumulator(str(run / "tensorboard"))
     events.Reload()
-    logged = events.Scalars("val/loss")[-1].value
+    logged = events.Scalars("loss/val")[-1].value
     evaluated = run_cli("evaluate", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}")
     row = next(line for line in evaluated.stdout.splitlines() if line.startswith("val "))
     assert abs(float(row.split()[1]) - logged) < 1e-4  # the two ranks' shards add up to the exact loss

@@ -1,9 +1,11 @@
 """TensorBoard shows what the model learned: scalars, text samples, attention maps, hyperparameters."""
 
+import math
 import struct
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.custom_scalar import layout_pb2
 from tensorboard.plugins.hparams import plugin_data_pb2
 from tensorboard.util import tensor_util
 
@@ -29,11 +31,32 @@ def png_size(data: bytes) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
-def test_scalars_are_grouped_by_prefix(trained):
-    tags = set(events(trained[0]).Tags()["scalars"])
-    expected = {"train/loss", "train/lr", "train/grad_norm", "train/tokens_per_sec"}
-    expected |= {"val/loss", "val/ppl", "val/bpc", "val/acc", "hp_metric"}
-    assert expected <= tags
+def test_the_first_group_on_screen_is_the_loss_and_both_curves_start_at_step_0(trained):
+    accumulator = events(trained[0])
+    tags = accumulator.Tags()
+    shown = set(tags["scalars"]) | set(tags["images"])
+    assert min(tag.split("/")[0] for tag in shown) == "loss"  # TIME SERIES lists groups in code-point order
+    assert {"loss/train", "loss/val", "loss/val_best", "train/lr", "train/grad_norm", "val/bpc", "val/acc"} <= shown
+    assert "epoch" not in shown and "hp_metric" not in shown
+    untrained = math.log(65)  # uniform over Tiny Shakespeare's 65 characters
+    for tag in ("loss/train", "loss/val"):
+        first = accumulator.Scalars(tag)[0]
+        assert first.step == 0 and first.value == pytest.approx(untrained, abs=0.3), tag
+    assert [s.step for s in accumulator.Scalars("loss/val")] == [0, *VALIDATIONS]
+    layout = layout_pb2.Layout.FromString(
+        tensor_util.make_ndarray(accumulator.Tensors("custom_scalars__config__")[0].tensor_proto).item()
+    )
+    (chart,) = [c for category in layout.category for c in category.chart if c.title == "train and val loss"]
+    assert list(chart.multiline.tag) == [r"^loss/train$", r"^loss/val$"]  # one chart, CUSTOM SCALARS tab
+
+
+def test_the_best_val_loss_is_the_running_minimum_of_real_validations(trained):
+    accumulator = events(trained[0])
+    val = {s.step: s.value for s in accumulator.Scalars("loss/val")}
+    best = [(s.step, s.value) for s in accumulator.Scalars("loss/val_best")]
+    assert [step for step, _ in best] == VALIDATIONS  # none at step 0: no checkpoint holds the untrained model
+    for step, value in best:
+        assert value == pytest.approx(min(v for k, v in val.items() if 0 < k <= step))
 
 
 def test_a_text_sample_at_every_validation(trained):
@@ -46,22 +69,41 @@ def test_a_text_sample_at_every_validation(trained):
 def test_one_attention_image_per_layer_at_every_validation(trained):
     accumulator = events(trained[0])
     for layer in range(LAYERS):
-        images = accumulator.Images(f"attention/layer_{layer}")
+        images = accumulator.Images(f"maps/attention_layer_{layer}")
         assert [i.step for i in images] == VALIDATIONS
         assert png_size(images[-1].encoded_image_string) == (HEADS * CELL * DPI, (CELL + TITLE) * DPI)
-    assert "attention/layer_2" not in accumulator.Tags()["images"]
+    assert "maps/attention_layer_2" not in accumulator.Tags()["images"]
 
 
-def test_hyperparameters_are_compared_by_hp_metric(trained):
-    accumulator = events(trained[0])
-    start = accumulator.SummaryMetadata("_hparams_/session_start_info").plugin_data.content
-    hparams = plugin_data_pb2.HParamsPluginData.FromString(start).session_start_info.hparams
+def hparams_plugin(accumulator, tag):
+    content = accumulator.SummaryMetadata(f"_hparams_/{tag}").plugin_data.content
+    return plugin_data_pb2.HParamsPluginData.FromString(content)
+
+
+def test_hparams_lead_with_the_keys_the_command_line_set_beside_best_val_loss_bpc_and_accuracy(trained):
+    run_dir, _ = trained
+    accumulator = events(run_dir)
+    hparams = hparams_plugin(accumulator, "session_start_info").session_start_info.hparams
     assert {"model/num_heads", "model/embedding_dim", "model/context_window", "optimizer/lr", "parameters"} <= set(
         hparams
     )
     assert hparams["model/num_heads"].number_value == HEADS
-    best = min(v.value for v in accumulator.Scalars("val/loss"))
-    assert accumulator.Scalars("hp_metric")[-1].value == best
+    experiment = hparams_plugin(accumulator, "experiment").experiment
+    assert [(m.name.tag, m.display_name) for m in experiment.metric_infos] == [
+        ("loss/val_best", "best val loss"),
+        ("val/bpc", "val bpc"),
+        ("val/acc", "val accuracy"),
+    ]
+    marked = [h.name for h in experiment.hparam_infos if h.differs]
+    # tiny_training's keys, less where the run goes and how it prints (paths, progress_bar, sample)
+    assert marked[:3] == ["data/batch_size", "data/path", "data/val_fraction"] and "model/num_heads" in marked
+    assert not any(name.startswith(("paths/", "progress_bar", "sample/")) for name in marked)
+    assert [h.differs for h in experiment.hparam_infos] == sorted(
+        (h.differs for h in experiment.hparam_infos), reverse=True
+    )
+    saved = (run_dir / "tensorboard" / "hparams.yaml").read_text()
+    assert "model/num_heads: 2" in saved  # not Lightning's empty file
+    assert not (run_dir / ".lock").exists()  # the lock goes with the run that held it
 
 
 def test_plot_attention_writes_the_figure_for_any_prompt(trained, tmp_path):
@@ -70,6 +112,9 @@ def test_plot_attention_writes_the_figure_for_any_prompt(trained, tmp_path):
     result = run_cli("plot_attention", f"ckpt_path={run_dir}", "prompt='To be, or not'", f"out={out}")
     assert result.returncode == 0, result.stderr
     assert png_size(out.read_bytes()) == (HEADS * CELL * DPI, (LAYERS * CELL + TITLE) * DPI)
+    beside = run_cli("plot_attention", f"ckpt_path={run_dir}")  # no out=: into the run, not the project root
+    assert beside.returncode == 0, beside.stderr
+    assert beside.stdout.strip() == str(run_dir / "attention.png") and (run_dir / "attention.png").is_file()
 
 
 def test_the_progress_bar_shows_loss_and_tokens_per_second_only_when_asked(tmp_path):

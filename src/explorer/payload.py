@@ -19,7 +19,7 @@ from src.data.corpus import resolve_corpus
 from src.data.datamodule import split_lengths
 from src.data.token_cache import open_corpus
 from src.model.language_model import count_parameters
-from src.training.checkpoint import Trained
+from src.training.checkpoint import Trained, run_dir_of
 
 # float32 weights above this many bytes are stored as float16 by `weights=auto`, which keeps the
 # default model's page (0.70M parameters, 2.8 MB of float32) under 8 MB and halves larger ones.
@@ -99,12 +99,8 @@ def run_history(run_dir: Path) -> dict[str, Any] | None:
             for event in accumulator.Tensors(tag):
                 text = event.tensor_proto.string_val[0].decode("utf-8", "replace")
                 samples.append([event.step, "\n".join(line.removeprefix("    ") for line in text.split("\n"))])
-    return {"val_loss": curve("val/loss"), "train_loss": curve("train/loss"), "samples": sorted(samples)}
-
-
-def run_dir_of(checkpoint: Path) -> Path:
-    """<run dir>/checkpoints/best.ckpt -> <run dir>; a checkpoint elsewhere -> its folder."""
-    return checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint.parent
+    # the tags src/training/tensorboard.py gives val/loss and train/loss
+    return {"val_loss": curve("loss/val"), "train_loss": curve("loss/train"), "samples": sorted(samples)}
 
 
 def first_line(text: str, limit: int) -> str:

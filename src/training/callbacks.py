@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
@@ -13,6 +14,8 @@ from lightning.pytorch.callbacks import Checkpoint, TQDMProgressBar
 
 from src.rules import positive_int
 
+log = logging.getLogger(__name__)
+
 
 def is_logging_step(trainer: L.Trainer) -> bool:
     """Whether the optimizer step in progress is one whose metrics Lightning writes to the logger.
@@ -22,6 +25,22 @@ def is_logging_step(trainer: L.Trainer) -> bool:
     time and never be written.
     """
     return (trainer.global_step + 1) % trainer.log_every_n_steps == 0
+
+
+def validates_step_zero(trainer: L.Trainer) -> bool:
+    """Whether this is the run's validation at step 0: Lightning's sanity check over every val batch.
+
+    `trainer.num_sanity_val_steps=-1` (the default here) makes the sanity check, which runs
+    before the first step of a new run (not of a resumed one), a whole validation, so the loss
+    curves start at the untrained model's loss, as nanoGPT's do. A shorter sanity check is not
+    a validation and is not reported.
+    """
+    return (
+        trainer.sanity_checking
+        and trainer.global_step == 0
+        and trainer.state.fn == "fit"
+        and trainer.num_sanity_val_steps == float("inf")
+    )
 
 
 def was_logging_step(trainer: L.Trainer) -> bool:
@@ -104,12 +123,52 @@ class ProgressBar(TQDMProgressBar):
             shown["mfu"] = f"{100 * float(shown['mfu']):.1f}%"
         return shown
 
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        """A stop (Ctrl-C, an error) ends the bars' lines first: its message gets a line of its own."""
+        for bar in ("train_progress_bar", "val_progress_bar"):
+            try:
+                getattr(self, bar).close()
+            except TypeError:  # Lightning's word for a bar that was never opened
+                pass
+
+
+class ProgressLog(L.Callback):
+    """Without a progress bar (output to a file, CI, nohup): a plain line every `every_seconds`,
+    so a log shows the run moving long before its first validation."""
+
+    def __init__(self, every_seconds: float = 30.0):  # checked by config.check_values
+        self.every_seconds = every_seconds
+        self.started: float | None = None
+        self.last, self.first_step = 0.0, 0
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.started = self.last = time.monotonic()
+        self.first_step = trainer.global_step
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        now = time.monotonic()
+        if now - self.last < self.every_seconds or not trainer.is_global_zero or self.started is None:
+            return
+        self.last = now
+        step, total = trainer.global_step, trainer.max_steps
+        line = f"step {step:>6}/{total}"
+        if "train/loss" in trainer.callback_metrics:  # the last logged step's loss: no device sync here
+            line += f" | train loss {float(trainer.callback_metrics['train/loss']):.4f}"
+        done = step - self.first_step
+        elapsed = now - self.started
+        line += f" | {elapsed:.0f} s"
+        if done > 0 and total > step:
+            line += f", ~{elapsed / done * (total - step):.0f} s to go"
+        log.info(line)
+
 
 class ValidationReport(L.Callback):
     """Prints one line per validation, so logs read well with or without a progress bar."""
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.sanity_checking or not trainer.is_global_zero:
+        if (trainer.sanity_checking and not validates_step_zero(trainer)) or not trainer.is_global_zero:
             return
         m = trainer.callback_metrics
         if "val/loss" not in m:
@@ -120,8 +179,7 @@ class ValidationReport(L.Callback):
         )
         if "train/tokens_per_sec" in m:
             line += f" | {m['train/tokens_per_sec']:,.0f} tokens/s"
-        bar = trainer.progress_bar_callback
-        (bar.print if bar is not None and bar.is_enabled else print)(line)
+        log.info(line)  # the terminal (above the progress bar) and the run's train.log
 
 
 class LastCheckpoint(Checkpoint):
@@ -248,18 +306,3 @@ class GracefulInterrupt(L.Callback):
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self._restore()
-
-
-class LogHyperparams(L.Callback):
-    """The run's settings in TensorBoard's HPARAMS tab, entered once the first validation gives
-    hp_metric (the best val loss) a real value: a run that never validated never looks best."""
-
-    def __init__(self, params: dict[str, Any]):
-        self.params, self.logged = params, False
-
-    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if self.logged or trainer.sanity_checking or trainer.state.fn != "fit" or not trainer.is_global_zero:
-            return
-        for logger in trainer.loggers:
-            logger.log_hyperparams(self.params, metrics={"hp_metric": pl_module.best_val_loss})
-        self.logged = True

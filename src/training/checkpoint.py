@@ -5,6 +5,7 @@ Nothing here imports Lightning: sampling from a checkpoint needs only torch and 
 
 from __future__ import annotations
 
+import math
 import pickle
 import zipfile
 from dataclasses import dataclass
@@ -104,6 +105,30 @@ class Trained:
     hparams: dict[str, Any]
     global_step: int
     best_val_loss: float | None = None  # the lowest val/loss of the run when this was saved
+
+
+BARELY_TRAINED_STEPS = 100  # fewer optimizer steps than this: the samples are still noise
+
+
+def run_dir_of(path: Path) -> Path:
+    """The run directory a checkpoint belongs to (<run>/checkpoints/best.ckpt -> <run>)."""
+    return path.parent.parent if path.parent.name == "checkpoints" else path.parent
+
+
+def describe(path: Path, trained: Trained, chosen: bool) -> list[str]:
+    """What a command says on stderr about the checkpoint it uses: which run, how trained, and a
+    warning when that is barely at all. `chosen`: found by us (the newest run), not typed."""
+    best = trained.best_val_loss if trained.best_val_loss is not None and math.isfinite(trained.best_val_loss) else None
+    loss = f", best val loss {best:.4f}" if best is not None else ""
+    how = "the newest run: " if chosen else ""
+    lines = [f"checkpoint: {how}{path} (step {trained.global_step}{loss})"]
+    uniform = math.log(trained.tokenizer.vocab_size)
+    if trained.global_step < BARELY_TRAINED_STEPS or (best is not None and best > 0.9 * uniform):
+        lines.append(
+            f"warning: this model trained {trained.global_step} step(s) (uniform guessing scores a val loss of "
+            f"{uniform:.2f}): expect noise; train longer, or pass ckpt_path=<a longer run>"
+        )
+    return lines
 
 
 def load_trained(path: str | Path) -> Trained:

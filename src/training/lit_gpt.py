@@ -21,7 +21,7 @@ from torchmetrics.classification import MulticlassAccuracy
 from src.data.tokenizer import CharTokenizer
 from src.data.windows import IGNORE
 from src.model import build_model
-from src.training.callbacks import is_logging_step, was_logging_step
+from src.training.callbacks import is_logging_step, validates_step_zero, was_logging_step
 from src.training.checkpoint import load_trained
 from src.training.optim import apply_settings, build_optimizer, build_schedule
 from src.training.scoring import score_on_every_core
@@ -84,6 +84,8 @@ class LitGPT(L.LightningModule):
         if is_logging_step(self.trainer):
             self.log("train/loss", loss, prog_bar=True)
             self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"])  # the rate of this step
+        elif self.global_step == 0:  # the untrained model's loss, beside the validation at step 0
+            log_at_step(self.trainer, {"train/loss": loss.item()})
         return loss
 
     def first_nonfinite_step(self, device: torch.device | None = None) -> Tensor:
@@ -128,9 +130,13 @@ class LitGPT(L.LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         metrics = self._eval_epoch_end("val")
-        if not self.trainer.sanity_checking and self.trainer.state.fn == "fit":
+        if self.trainer.state.fn != "fit":
+            return
+        if not self.trainer.sanity_checking:
             self.best_val_loss = min(self.best_val_loss, metrics["val/loss"])
-            log_at_step(self.trainer, {**metrics, "hp_metric": self.best_val_loss})
+            log_at_step(self.trainer, {**metrics, "best_val_loss": self.best_val_loss})
+        elif validates_step_zero(self.trainer):
+            log_at_step(self.trainer, metrics)  # the untrained model: where both loss curves start
 
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         self._eval_step("test", batch)
@@ -262,4 +268,5 @@ class LitGPT(L.LightningModule):
         lit = cls(**{k: hparams[k] for k in ("model", "tokenizer", "optimizer", "data") if k in hparams})
         lit.model = trained.model  # in place of the freshly initialised one
         lit.trained_steps = trained.global_step
+        lit.best_val_loss = trained.best_val_loss if trained.best_val_loss is not None else math.inf
         return lit.eval()

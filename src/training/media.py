@@ -8,6 +8,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 
 from src.model.sampling import sample_text
 from src.rules import sample_fits, sampling
+from src.training.tensorboard import ATTENTION_TAG
 
 
 def tensorboard(trainer: L.Trainer):  # -> SummaryWriter | None
@@ -70,7 +71,7 @@ class AttentionMaps(L.Callback):
         for layer, weights in enumerate(maps):
             title = f"layer {layer} at step {trainer.global_step}"
             image = self.figure.render(weights[0], layer, title)  # (H, W, 3)
-            writer.add_image(f"attention/layer_{layer}", image, trainer.global_step, dataformats="HWC")
+            writer.add_image(ATTENTION_TAG.format(layer=layer), image, trainer.global_step, dataformats="HWC")
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self.figure is not None:

@@ -1,0 +1,161 @@
+"""What TensorBoard shows a run, arranged so that the loss is the first thing on screen.
+
+TensorBoard opens on its TIME SERIES tab, which lists tag groups (the part before the first
+`/`) in code-point order. So the loss curves are the group `loss` (`loss/train`, `loss/val`,
+`loss/val_best`), and every other group sorts after it: `maps` (attention images), `train`,
+`val`. Inside this project the metrics keep the names the code and the progress bar use
+(`train/loss`, `val/loss`); the names change only here, on their way to the event files. A
+custom-scalars layout draws train and val loss on one chart (the CUSTOM SCALARS tab).
+
+The HPARAMS tab shows five hyperparameters until you tick more: the ones marked as
+differing come first. A run marks the keys it was given on the command line (a sweep: the
+keys it sweeps), so a sweep opens on its swept keys beside the best val loss, bpc and accuracy.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from google.protobuf import struct_pb2
+from lightning.pytorch.core.saving import save_hparams_to_yaml
+from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.utilities import rank_zero_only
+from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
+from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
+
+from src.training.callbacks import validates_step_zero
+
+# The project's metric names -> the tags TensorBoard shows.
+TAGS = {"train/loss": "loss/train", "val/loss": "loss/val", "best_val_loss": "loss/val_best"}
+ATTENTION_TAG = "maps/attention_layer_{layer}"
+# The HPARAMS tab's metric columns: (tag, column title).
+HPARAMS_METRICS = (("loss/val_best", "best val loss"), ("val/bpc", "val bpc"), ("val/acc", "val accuracy"))
+LAYOUT = {"loss": {"train and val loss": ["Multiline", [r"^loss/train$", r"^loss/val$"]]}}
+
+
+def shown_path(path: str | Path) -> str:
+    """A path as a user would type it here: relative to the current folder when inside it."""
+    absolute = Path(path).absolute()
+    try:
+        return str(absolute.relative_to(Path.cwd()))
+    except ValueError:
+        return str(absolute)
+
+
+def watch_command(log_dir: str | Path) -> str:
+    """The command that opens TensorBoard on log_dir, which works without activating the venv."""
+    program = Path(sys.executable).with_name("tensorboard")
+    return f"{shown_path(program) if program.is_file() else 'tensorboard'} --logdir {shown_path(log_dir)}"
+
+
+def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"model": {"num_heads": 4}} -> {"model/num_heads": 4}, as the HPARAMS tab names keys."""
+    flat: dict[str, Any] = {}
+    for key, value in params.items():
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, f"{prefix}{key}/"))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def hparams_summary(tag: str, data: plugin_data_pb2.HParamsPluginData) -> Summary:
+    """The HPARAMS plugin's record, built from TensorBoard's own protos (as torch's add_hparams does)."""
+    data.version = metadata.PLUGIN_DATA_VERSION
+    plugin = SummaryMetadata.PluginData(plugin_name=metadata.PLUGIN_NAME, content=data.SerializeToString())
+    return Summary(value=[Summary.Value(tag=tag, metadata=SummaryMetadata(plugin_data=plugin))])
+
+
+def hparam_value(value: Any) -> float | str | bool:
+    """What TensorBoard can show: numbers, strings and booleans; lists and None as text."""
+    if isinstance(value, bool | str):
+        return value
+    if isinstance(value, int | float):
+        return float(value)
+    return str(value)
+
+
+class TensorBoard(TensorBoardLogger):
+    """Lightning's TensorBoardLogger with the project's tag names and HPARAMS entries."""
+
+    @rank_zero_only
+    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        # Lightning adds the epoch to every dict it logs; training batches are one endless
+        # epoch here, so that chart would be a flat line at 0.
+        renamed = {TAGS.get(name, name): value for name, value in metrics.items() if name != "epoch"}
+        super().log_metrics(renamed, step)
+
+    @rank_zero_only
+    def log_layout(self) -> None:
+        """The CUSTOM SCALARS tab: train and val loss on one chart."""
+        self.experiment.add_custom_scalars(LAYOUT)
+
+    @rank_zero_only
+    def log_session(self, params: Mapping[str, Any], varied: Iterable[str] = ()) -> None:
+        """Enter the run in the HPARAMS tab with `params`; the keys in `varied` (dotted, as typed:
+        `model.num_heads`) are marked as differing, so they are the columns shown at first.
+
+        No metric value is written here (Lightning's log_hyperparams writes one at step 0): the
+        metric columns read the last value of their tags, logged at each validation.
+        """
+        flat = {key: hparam_value(value) for key, value in flatten(params).items()}
+        marked = {key.replace(".", "/") for key in varied}
+        infos = [
+            api_pb2.HParamInfo(name=name, type=self._type(value), differs=name in marked)
+            for name, value in sorted(flat.items(), key=lambda item: (item[0] not in marked, item[0]))
+        ]
+        metrics = [
+            api_pb2.MetricInfo(name=api_pb2.MetricName(tag=tag), display_name=title) for tag, title in HPARAMS_METRICS
+        ]
+        experiment = api_pb2.Experiment(hparam_infos=infos, metric_infos=metrics, time_created_secs=time.time())
+        start = plugin_data_pb2.SessionStartInfo(start_time_secs=time.time())
+        for name, value in flat.items():
+            start.hparams[name].CopyFrom(self._proto_value(value))
+        writer = self.experiment.file_writer  # SummaryWriter's public FileWriter
+        writer.add_summary(
+            hparams_summary(metadata.EXPERIMENT_TAG, plugin_data_pb2.HParamsPluginData(experiment=experiment))
+        )
+        writer.add_summary(
+            hparams_summary(
+                metadata.SESSION_START_INFO_TAG, plugin_data_pb2.HParamsPluginData(session_start_info=start)
+            )
+        )
+        writer.flush()
+        self.hparams.update(params)  # hparams.yaml holds them too (Lightning writes it only once, early)
+        save_hparams_to_yaml(Path(self.log_dir) / self.NAME_HPARAMS_FILE, self.hparams)
+
+    @staticmethod
+    def _proto_value(value: float | str | bool) -> struct_pb2.Value:
+        if isinstance(value, bool):
+            return struct_pb2.Value(bool_value=value)
+        return (
+            struct_pb2.Value(number_value=value) if isinstance(value, float) else struct_pb2.Value(string_value=value)
+        )
+
+    @staticmethod
+    def _type(value: float | str | bool) -> int:
+        if isinstance(value, bool):
+            return api_pb2.DATA_TYPE_BOOL
+        return api_pb2.DATA_TYPE_FLOAT64 if isinstance(value, float) else api_pb2.DATA_TYPE_STRING
+
+
+class LogHyperparams(L.Callback):
+    """The custom-scalars layout and the run's HPARAMS entry, written at its first validation
+    (the one at step 0 when there is one), so the tab lists a run as soon as it has a val loss."""
+
+    def __init__(self, params: Mapping[str, Any], varied: Iterable[str] = ()):
+        self.params, self.varied, self.logged = params, list(varied), False
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.logged or trainer.state.fn != "fit" or (trainer.sanity_checking and not validates_step_zero(trainer)):
+            return
+        for logger in trainer.loggers:
+            if isinstance(logger, TensorBoard):
+                logger.log_layout()
+                logger.log_session(self.params, self.varied)
+        self.logged = True
