@@ -8,12 +8,11 @@ import re
 import pytest
 import torch
 
-from src.data.tokenizer import CharTokenizer
+from benchmarks.browser import chromium, open_page
+from benchmarks.explorer_page import write_checkpoint
 from src.explorer.page import write_explorer
-from src.model import build_model
 from src.model.sampling import next_token_distribution
 from src.training.checkpoint import load_trained
-from tests.browser import chromium, open_page
 from tests.helpers import run_cli
 
 ASCII = sorted(set("First Citizen:\nBefore we proceed any further, hear me speak.\n"))
@@ -48,26 +47,6 @@ MODELS = {
 }
 
 
-def write_checkpoint(path, model_config: dict, vocab: list[str], spread: float = 0.3, seed: int = 0) -> None:
-    """A checkpoint as training writes it, with weights spread out from their small init so that the
-    distributions and attention maps are far from uniform (a parity test on near-uniform numbers proves little)."""
-    torch.manual_seed(seed)
-    tokenizer = CharTokenizer(vocab)
-    model = build_model(model_config, tokenizer.vocab_size)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * spread)
-    torch.save(
-        {
-            "state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
-            "hyper_parameters": {"model": dict(model_config), "tokenizer": tokenizer.to_dict()},
-            "global_step": 7,
-            "best_val_loss": 2.5,
-        },
-        path,
-    )
-
-
 @pytest.fixture(scope="module")
 def browser():
     with chromium() as b:
@@ -76,7 +55,7 @@ def browser():
 
 def page_of(tmp_path, name: str, vocab: list[str], weights: str = "auto"):
     checkpoint, text = tmp_path / f"{name}.ckpt", tmp_path / f"{name}.txt"
-    write_checkpoint(checkpoint, MODELS[name], vocab)
+    write_checkpoint(checkpoint, MODELS[name], vocab, spread=0.3)
     text.write_text("".join(vocab) * 3, encoding="utf-8")
     out = write_explorer(checkpoint, tmp_path / f"{name}-{weights}.html", tmp_path, text=str(text), weights=weights)
     return checkpoint, out

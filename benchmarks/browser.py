@@ -1,4 +1,4 @@
-"""Headless Chromium for the explorer's tests and screenshots: Debian's /usr/bin/chromium driven by Playwright.
+"""Headless Chromium for the explorer's benchmark, screenshots and tests: Debian's chromium, driven by Playwright.
 
 No browser is downloaded: `make test` installs Debian's package (Makefile, `browser`), and a missing
 browser is an error that says so, never a skipped test.
