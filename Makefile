@@ -59,12 +59,12 @@ lint: $(BIN)/.installed
 test: $(BIN)/.installed corpus browser lint
 	$(BIN)/python -m pytest $(ARGS)
 
-# The edit loop: everything but the slow end-to-end tests (README, "Tests").
+# The edit loop: everything but the slow end-to-end tests (docs/development.md, "Tests").
 test-fast: $(BIN)/.installed corpus browser
 	$(BIN)/python -m pytest -m "not slow" $(ARGS)
 
-# Everything that needs a CUDA GPU, in one go, into one report (benchmarks/gpu_check.py; README,
-# "Scaling out"). NANOGPT=/path/to/nanoGPT runs its train.py beside experiment=nanogpt_gpu.
+# Everything that needs a CUDA GPU, in one go, into one report (benchmarks/gpu_check.py; docs/scaling.md).
+# NANOGPT=/path/to/nanoGPT runs its train.py beside experiment=nanogpt_gpu.
 gpu-check: $(BIN)/.installed corpus
 	@$(BIN)/python -m benchmarks.gpu_check $(if $(NANOGPT),--nanogpt $(NANOGPT))
 

@@ -1,7 +1,7 @@
 """`make gpu-check` (`python -m benchmarks.gpu_check [--nanogpt PATH]`): everything that needs a GPU, one report.
 
 This project is developed on a CPU machine; what needs CUDA is proven there only by simulation
-(README, "Scaling out"). On the day a GPU machine is at hand, this one command runs, in order:
+(docs/scaling.md). On the day a GPU machine is at hand, this one command runs, in order:
 
   environment   python, torch, Lightning, CUDA, every GPU's name and memory
   marked tests  `pytest -m "gpu or multi_gpu"`: each test's name and outcome

@@ -100,7 +100,7 @@ class SampleSchema:
 
 @dataclass
 class SweepSchema:
-    """Multirun settings (see README, "Sweeps")."""
+    """Multirun settings (docs/sweeps.md)."""
 
     jobs_per_gpu: int = 1  # hydra/launcher=parallel on a GPU machine: jobs sharing each GPU
     media: bool = False  # sweep jobs keep the text samples, attention maps and final sample

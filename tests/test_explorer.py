@@ -8,12 +8,11 @@ import re
 import pytest
 import torch
 
-from src.data.tokenizer import CharTokenizer
+from benchmarks.browser import chromium, open_page
+from benchmarks.explorer_page import write_checkpoint
 from src.explorer.page import write_explorer
-from src.model import build_model
 from src.model.sampling import next_token_distribution
 from src.training.checkpoint import load_trained
-from tests.browser import chromium, open_page
 from tests.helpers import run_cli
 
 ASCII = sorted(set("First Citizen:\nBefore we proceed any further, hear me speak.\n"))
@@ -48,26 +47,6 @@ MODELS = {
 }
 
 
-def write_checkpoint(path, model_config: dict, vocab: list[str], spread: float = 0.3, seed: int = 0) -> None:
-    """A checkpoint as training writes it, with weights spread out from their small init so that the
-    distributions and attention maps are far from uniform (a parity test on near-uniform numbers proves little)."""
-    torch.manual_seed(seed)
-    tokenizer = CharTokenizer(vocab)
-    model = build_model(model_config, tokenizer.vocab_size)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * spread)
-    torch.save(
-        {
-            "state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
-            "hyper_parameters": {"model": dict(model_config), "tokenizer": tokenizer.to_dict()},
-            "global_step": 7,
-            "best_val_loss": 2.5,
-        },
-        path,
-    )
-
-
 @pytest.fixture(scope="module")
 def browser():
     with chromium() as b:
@@ -76,10 +55,16 @@ def browser():
 
 def page_of(tmp_path, name: str, vocab: list[str], weights: str = "auto"):
     checkpoint, text = tmp_path / f"{name}.ckpt", tmp_path / f"{name}.txt"
-    write_checkpoint(checkpoint, MODELS[name], vocab)
+    write_checkpoint(checkpoint, MODELS[name], vocab, spread=0.3)
     text.write_text("".join(vocab) * 3, encoding="utf-8")
     out = write_explorer(checkpoint, tmp_path / f"{name}-{weights}.html", tmp_path, text=str(text), weights=weights)
     return checkpoint, out
+
+
+def type_text(page, text: str) -> None:
+    """Replace the text box's content as a user would, and wait for the views to follow."""
+    page.fill("#prompt", text)
+    page.evaluate("window.scratchgpt.settled()")
 
 
 def torch_predict(checkpoint, text: str) -> tuple[torch.Tensor, list[torch.Tensor], str]:
@@ -140,9 +125,9 @@ def test_a_cjk_and_emoji_model_and_the_empty_text(tmp_path, browser, name):
     # Nothing to predict from: PyTorch refuses an empty sequence; the page says so and raises nothing.
     empty = opened.page.evaluate("window.scratchgpt.predict('')")
     assert empty["probs"] is None and empty["attention"] == [] and empty["window"] == ""
-    opened.page.fill("#prompt", "")
+    type_text(opened.page, "")
     assert "Type at least one character" in opened.page.inner_text("#bars")
-    opened.page.fill("#prompt", "€€")
+    type_text(opened.page, "€€")
     assert "not in the vocabulary" in opened.page.inner_text("#window-note")
     assert opened.errors == []
 
@@ -176,7 +161,7 @@ def test_the_sampler_controls_filter_as_our_sampler_does(tmp_path, browser):
         assert torch.allclose(torch.tensor(got, dtype=torch.float64), expected, atol=1e-6, rtol=0)
     # The controls redraw the bars with the same numbers.
     page = opened.page
-    page.fill("#prompt", "First Citizen:")
+    type_text(page, "First Citizen:")
     page.fill("#top-k", "3")
     page.fill("#top-p", "0.9")
     page.eval_on_selector("#temperature", "(e) => { e.value = '0.5'; e.dispatchEvent(new Event('input')); }")
@@ -202,7 +187,7 @@ def test_greedy_writing_in_the_page_equals_generate(trained_page, browser):
     run_dir, page_file = trained_page
     opened = open_page(browser, page_file)
     page = opened.page
-    page.fill("#prompt", "First")
+    type_text(page, "First")
     for _ in range(100):
         page.click("#argmax")
     written = page.input_value("#prompt")
@@ -260,3 +245,23 @@ def test_explore_command_and_its_refusals(trained_page, tmp_path):
         lines = refused.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], (args, refused.stderr)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.ckpt", "page.html"]  # nothing else written
+
+
+def test_attention_and_lens_views_follow_the_mouse_and_the_text(tmp_path, browser):
+    _, page_file = page_of(tmp_path, "gpt", ASCII)
+    page = open_page(browser, page_file).page
+    type_text(page, "Before we")
+    heads = page.locator("#att-heads canvas")
+    assert heads.count() == 2 * 4  # every layer and head
+    heads.nth(6).click()  # layer 1, head 2
+    assert page.inner_text("#att-caption").startswith('layer 1, head 2: the weights that position 8 ("e")')
+    page.hover("#att-text .ch >> nth=3")
+    assert 'position 3 ("o")' in page.inner_text("#att-caption")
+    page.click("#att-text .ch >> nth=2")  # pinned: moving away keeps it
+    page.hover("#att-text .ch >> nth=5")
+    assert 'position 2 ("f")' in page.inner_text("#att-caption")
+    rows = page.locator("table.steps tr")
+    assert rows.count() == 1 + 9 and "−∞" in rows.nth(1 + 5).inner_text()  # key 5 is in query 2's future
+    lens = page.locator("table.lens tr")
+    assert lens.count() == 1 + 3  # a header, the embedding, two layers
+    assert lens.nth(0).locator("th").count() == 1 + 9

@@ -1,4 +1,4 @@
-"""Scaling out (README, "Scaling out"): GPUs, DDP, torchrun, SLURM, proven here by simulation.
+"""Scaling out (docs/scaling.md): GPUs, DDP, torchrun, SLURM, proven here by simulation.
 
 This machine has no GPU: devices are simulated by patching what torch reports, launchers by
 their environment variables in a subprocess, several nodes by torchrun agents on localhost over

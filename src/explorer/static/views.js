@@ -71,6 +71,16 @@ function setText(text) {
   update();
 }
 
+let updatePending = false;
+
+/** Keystrokes that arrive while the views are being drawn are answered by one update, not one each:
+ *  a large model (the nanogpt_gpu preset takes seconds a pass) never falls behind the typing. */
+function scheduleUpdate() {
+  if (updatePending) return;
+  updatePending = true;
+  setTimeout(() => { updatePending = false; update(); }, 0);
+}
+
 function update() {
   const start = performance.now();
   current = analyse(state.text);
@@ -170,10 +180,30 @@ function queryIndex() {
   return state.query ?? current.T - 1;
 }
 
+/** 0 -> white, 1 -> deep blue, as [r, g, b]. */
+function heatRGB(w) {
+  return [Math.round(255 - 215 * w), Math.round(255 - 175 * w), Math.round(255 - 60 * w)];
+}
+
 function heat(w) {
-  // 0 -> white, 1 -> deep blue
-  const r = Math.round(255 - 215 * w), g = Math.round(255 - 175 * w), b = Math.round(255 - 60 * w);
-  return `rgb(${r},${g},${b})`;
+  return `rgb(${heatRGB(w).join(",")})`;
+}
+
+const MASKED_RGB = [242, 243, 245]; // the future: no weight at all, drawn apart from a weight of 0
+
+/** A T x T attention map as pixels on its own canvas: one putImageData, however large T is. */
+function heatCanvas(weights, T) {
+  const canvas = document.createElement("canvas");
+  canvas.width = canvas.height = T;
+  const ctx = canvas.getContext("2d");
+  const image = ctx.createImageData(T, T);
+  for (let a = 0; a < T; a++)
+    for (let b = 0; b < T; b++) {
+      const [r, g, bl] = b > a ? MASKED_RGB : heatRGB(weights[a * T + b]);
+      image.data.set([r, g, bl, 255], 4 * (a * T + b));
+    }
+  ctx.putImageData(image, 0, 0);
+  return canvas;
 }
 
 function drawAttention() {
@@ -195,7 +225,11 @@ function drawAttention() {
           class: "ch att" + (j === i ? " query" : "") + (j > i ? " future" : ""),
           style: j <= i ? `background:${heat(w)}` : "",
           title: j <= i ? `weight ${fmt(w)}` : "the future: masked",
-          onmouseenter: () => { if (!state.pinned) { state.query = j; drawAttention(); } },
+          onmouseenter: () => {
+            if (state.pinned || queryIndex() === j) return; // the redrawn character under the mouse: nothing new
+            state.query = j;
+            drawAttention();
+          },
           onclick: () => { state.pinned = !(state.pinned && state.query === j); state.query = j; drawAttention(); },
         },
         glyph(ch)
@@ -214,15 +248,10 @@ function drawHeadPicker() {
   current.result.attention.forEach((att, l) => {
     const rowBox = el("div", { class: "head-row" }, el("span", { class: "head-label" }, `layer ${l}`));
     att.heads.forEach((head, h) => {
-      const canvas = el("canvas", { width: 48, height: 48, class: "thumb" + (l === state.layer && h === state.head ? " selected" : ""), title: `layer ${l}, head ${h}` });
+      const canvas = heatCanvas(head.weights, T); // shown 48 px wide, pixels kept sharp
+      canvas.className = "thumb" + (l === state.layer && h === state.head ? " selected" : "");
+      canvas.title = `layer ${l}, head ${h}`;
       canvas.addEventListener("click", () => { state.layer = l; state.head = h; drawAttention(); });
-      const ctx = canvas.getContext("2d");
-      const cell = 48 / T;
-      for (let a = 0; a < T; a++)
-        for (let b = 0; b <= a; b++) {
-          ctx.fillStyle = heat(head.weights[a * T + b]);
-          ctx.fillRect(b * cell, a * cell, Math.ceil(cell), Math.ceil(cell));
-        }
       rowBox.append(el("span", { class: "thumb-box" }, canvas, el("small", {}, `h${h}`)));
     });
     picker.append(rowBox);
@@ -231,27 +260,21 @@ function drawHeadPicker() {
 
 /** The T x T map: row i holds the weights of query i; above the diagonal the future, masked: empty. */
 function drawMap(canvas, weights, T, query, chars) {
-  const label = 14, size = Math.max(8, Math.min(36, Math.floor(560 / T)));
+  const label = 14, size = Math.max(4, Math.min(36, Math.floor(560 / T)));
   canvas.width = canvas.height = label + T * size;
   const ctx = canvas.getContext("2d");
   ctx.fillStyle = "#fff";
   ctx.fillRect(0, 0, canvas.width, canvas.height);
-  ctx.font = `${Math.min(12, size)}px ui-monospace, monospace`;
-  ctx.textAlign = "center";
-  ctx.textBaseline = "middle";
-  for (let a = 0; a < T; a++) {
+  ctx.imageSmoothingEnabled = false; // one cell per weight, sharp
+  ctx.drawImage(heatCanvas(weights, T), label, label, T * size, T * size);
+  if (size >= 8) {
+    ctx.font = `${Math.min(12, size)}px ui-monospace, monospace`;
+    ctx.textAlign = "center";
+    ctx.textBaseline = "middle";
     ctx.fillStyle = "#555";
-    ctx.fillText(glyph(chars[a]), label / 2, label + a * size + size / 2);
-    ctx.fillText(glyph(chars[a]), label + a * size + size / 2, label / 2);
-    for (let b = 0; b < T; b++) {
-      const x = label + b * size, y = label + a * size;
-      if (b > a) {
-        ctx.strokeStyle = "#eee"; // the masked future: -inf before the softmax, exactly 0 after
-        ctx.strokeRect(x + 0.5, y + 0.5, size - 1, size - 1);
-      } else {
-        ctx.fillStyle = heat(weights[a * T + b]);
-        ctx.fillRect(x, y, size, size);
-      }
+    for (let a = 0; a < T; a++) {
+      ctx.fillText(glyph(chars[a]), label / 2, label + a * size + size / 2);
+      ctx.fillText(glyph(chars[a]), label + a * size + size / 2, label / 2);
     }
   }
   ctx.strokeStyle = "#d33";
@@ -477,7 +500,7 @@ function readNumber(id, parse, check) {
 
 function wireControls() {
   $("prompt").value = state.text;
-  $("prompt").addEventListener("input", () => { state.written = []; state.text = $("prompt").value; update(); });
+  $("prompt").addEventListener("input", () => { state.written = []; state.text = $("prompt").value; scheduleUpdate(); });
   const temp = () => {
     state.temperature = Number($("temperature").value);
     $("temperature-value").textContent = state.temperature.toFixed(2) + (state.temperature === 0 ? " (greedy)" : "");
@@ -521,6 +544,7 @@ window.scratchgpt = {
     return a.result ? Array.from(nextTokenDistribution(a.logits, temperature, topK, topP)) : null;
   },
   excerpt: () => excerptScores.then((s) => ({ meanLoss: s.meanLoss, count: s.count })),
+  settled: () => new Promise((resolve) => setTimeout(resolve, 0)), // after the update typing scheduled
 };
 
 wireControls();

@@ -1,4 +1,4 @@
-"""Headless Chromium for the explorer's tests and screenshots: Debian's /usr/bin/chromium driven by Playwright.
+"""Headless Chromium for the explorer's benchmark, screenshots and tests: Debian's chromium, driven by Playwright.
 
 No browser is downloaded: `make test` installs Debian's package (Makefile, `browser`), and a missing
 browser is an error that says so, never a skipped test.
@@ -43,7 +43,7 @@ class Opened:
     requests: list[str] = field(default_factory=list)  # every request beyond the file itself (all blocked)
 
 
-def open_page(browser: Browser, path: Path, width: int = 1400, height: int = 1000) -> Opened:
+def open_page(browser: Browser, path: Path, width: int = 1400, height: int = 1000, timeout_s: float = 60) -> Opened:
     """Open `path` from file:// with the network blocked, and wait until the explorer has drawn."""
     page = browser.new_page(viewport={"width": width, "height": height})
     opened = Opened(page)
@@ -58,6 +58,7 @@ def open_page(browser: Browser, path: Path, width: int = 1400, height: int = 100
         return route.continue_()
 
     page.route("**/*", block)
+    page.set_default_timeout(timeout_s * 1000)
     page.goto(url)
     page.wait_for_function("window.scratchgpt !== undefined && window.scratchgpt.drawn === true")
     return opened

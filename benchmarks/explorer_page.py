@@ -1,0 +1,173 @@
+"""`python -m benchmarks.explorer_page`: the explorer page's size and speed in headless Chromium.
+
+Measured as a user meets the page, in Debian's Chromium on this machine: the file's size; from
+navigation start to the first next-character distribution drawn (the page's own performance
+mark: HTML and JSON parsed, weights decoded, a forward pass, the views drawn); one keystroke at
+a full window (an input event on the text box) until every view is redrawn and the next frame
+has been painted, once "Where it fails" has scored its excerpt in the background (while it
+scores, a keystroke may also wait for the window being scored). For the default model and for
+the largest preset (`experiment=nanogpt_gpu`, stored as float16 by `weights=auto`), with each
+page's largest probability error against PyTorch's float32 forward pass.
+
+`--ckpt <run dir or .ckpt>` uses a trained checkpoint for the default model (else one with the
+untrained weights of the default config: the times do not depend on the weights, the float16
+error does). `--screenshots DIR` writes one PNG per view of that page instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+
+from benchmarks.browser import chromium, open_page
+from src.cli import compose
+from src.data.tokenizer import CharTokenizer
+from src.explorer.page import write_explorer
+from src.model import build_model
+from src.training.checkpoint import find_checkpoint, load_trained
+
+ROOT = Path(__file__).resolve().parent.parent
+SHAKESPEARE_VOCAB = list("\n !$&',-.3:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+KEYSTROKE = """async (ch) => {
+  const box = document.getElementById("prompt");
+  const t0 = performance.now();
+  box.value += ch;
+  box.dispatchEvent(new Event("input"));
+  await window.scratchgpt.settled();  // the update the event scheduled has run
+  await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));  // painted
+  return performance.now() - t0;
+}"""
+
+
+def write_checkpoint(path: Path, model_config: dict[str, Any], vocab: list[str], spread: float = 0.0) -> None:
+    """A checkpoint as training writes it, of a model with its initial weights plus N(0, spread^2) noise
+    (the tests spread them so that distributions and attention are far from uniform), seeded."""
+    torch.manual_seed(0)
+    tokenizer = CharTokenizer(vocab)
+    model = build_model(model_config, tokenizer.vocab_size)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * spread)
+    hparams = {"model": dict(model_config), "tokenizer": tokenizer.to_dict()}
+    state = {f"model.{k}": v for k, v in model.state_dict().items()}
+    torch.save({"state_dict": state, "hyper_parameters": hparams, "global_step": 7, "best_val_loss": 2.5}, path)
+
+
+def preset_checkpoint(folder: Path, overrides: list[str]) -> Path:
+    """An untrained checkpoint of the model a training command line would build."""
+    model = compose("train", overrides).model
+    path = folder / f"{'_'.join(overrides) or 'default'}.ckpt"
+    write_checkpoint(path, OmegaConf.to_container(model, resolve=True), SHAKESPEARE_VOCAB)
+    return path
+
+
+def largest_error(page, checkpoint: Path, prompts: list[str]) -> float:
+    """max |p_page - p_torch| over the vocabulary at the last position of each prompt."""
+    trained = load_trained(checkpoint)
+    worst = 0.0
+    for prompt in prompts:
+        got = torch.tensor(page.evaluate("(t) => window.scratchgpt.predict(t).probs", prompt), dtype=torch.float64)
+        ids = trained.tokenizer.encode(prompt[-trained.model.context_window :]).unsqueeze(0)
+        with torch.no_grad():
+            expected = torch.softmax(trained.model(ids)[0][0, -1].double(), -1)
+        worst = max(worst, (got - expected).abs().max().item())
+    return worst
+
+
+def measure(browser, page_file: Path, checkpoint: Path, text: str, rounds: int, keystrokes: int) -> dict[str, Any]:
+    window = load_trained(checkpoint).model.context_window
+    first, typing = [], []
+    for _ in range(rounds):
+        opened = open_page(browser, page_file, timeout_s=300)
+        page = opened.page
+        page.evaluate("window.scratchgpt.excerpt()")  # typing once "Where it fails" has scored its excerpt
+        first.append(page.evaluate("performance.getEntriesByName('distribution-drawn')[0].startTime"))
+        page.fill("#prompt", text[:window])  # a full window: every keystroke slides it
+        page.evaluate("window.scratchgpt.settled()")
+        times = [page.evaluate(KEYSTROKE, ch) for ch in text[window : window + keystrokes]]
+        typing.append(statistics.median(times))
+        assert opened.errors == [] and opened.requests == [], (opened.errors, opened.requests)
+        error = largest_error(page, checkpoint, [text[:window], text[7 : 7 + window], "ROMEO:"])
+        page.close()
+    return {
+        "megabytes": page_file.stat().st_size / 1e6,
+        "first_distribution_ms": first,
+        "keystroke_ms": typing,
+        "window": window,
+        "max_prob_error": error,
+    }
+
+
+def screenshots(browser, page_file: Path, out: Path) -> list[Path]:
+    """One PNG per view, as a user sees it: a prompt typed, a query pinned, a character hovered."""
+    out.mkdir(parents=True, exist_ok=True)
+    opened = open_page(browser, page_file, width=1280, height=900)
+    page = opened.page
+    page.fill("#prompt", "ROMEO:\nO, she doth teach the torches to burn bright")
+    page.evaluate("window.scratchgpt.settled()")
+    page.fill("#top-k", "10")
+    page.click("#att-text .ch >> nth=-3")  # pin a query near the end
+    page.evaluate("window.scratchgpt.excerpt()")
+    shots = []
+    for name, selector in [
+        ("text-and-next", "main"),
+        ("attention", "#attention-section"),
+        ("lens", "#lens-section"),
+        ("failures", "#fail-section"),
+        ("about", "#about-section"),
+    ]:
+        path = out / f"{name}.png"
+        if name == "failures":
+            page.hover("#fail-text .ch >> nth=120")
+        if name == "text-and-next":
+            box = page.locator("#next-section").bounding_box()
+            clip = {"x": 0, "y": 0, "width": 1280, "height": box["y"] + box["height"] + 10}
+            page.screenshot(path=str(path), clip=clip)
+        else:
+            page.locator(selector).screenshot(path=str(path))
+        shots.append(path)
+    return shots
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ckpt", help="a trained run directory or .ckpt for the default model")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--keystrokes", type=int, default=20)
+    parser.add_argument("--screenshots", type=Path, help="write one PNG per view of the --ckpt page here, and stop")
+    args = parser.parse_args()
+    text = (ROOT / "data" / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")[:2000]
+    with tempfile.TemporaryDirectory() as tmp, chromium() as browser:
+        folder = Path(tmp)
+        default = find_checkpoint(args.ckpt, ROOT / "outputs") if args.ckpt else preset_checkpoint(folder, [])
+        if args.screenshots:
+            page_file = write_explorer(default, folder / "page.html", ROOT / "data")
+            for path in screenshots(browser, page_file, args.screenshots):
+                print(f"{path}: {path.stat().st_size / 1e3:.0f} kB")
+            return
+        pages = {
+            "default model, float32": (default, "float32"),
+            "default model, float16": (default, "float16"),
+            "experiment=nanogpt_gpu, auto (float16)": (preset_checkpoint(folder, ["experiment=nanogpt_gpu"]), "auto"),
+        }
+        for name, (checkpoint, weights) in pages.items():
+            page_file = write_explorer(checkpoint, folder / "page.html", ROOT / "data", weights=weights)
+            rounds = args.rounds if "nanogpt" not in name else 1
+            r = measure(browser, page_file, checkpoint, text, rounds, args.keystrokes if rounds > 1 else 5)
+            print(
+                f"{name}: {r['megabytes']:.2f} MB, first distribution "
+                f"{', '.join(f'{t:.0f}' for t in r['first_distribution_ms'])} ms, keystroke at a full window of "
+                f"{r['window']} {', '.join(f'{t:.0f}' for t in r['keystroke_ms'])} ms (median of each load), "
+                f"max |p_page - p_torch| {r['max_prob_error']:.1e}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""Take the README's picture of TensorBoard: `python docs/tensorboard_screenshot.py [LOGDIR] [OUT]`.
+
+Starts TensorBoard on LOGDIR (default: outputs) at a free port of 127.0.0.1, opens it in headless
+Chromium (Debian's /usr/bin/chromium, or $CHROMIUM, driven by Playwright: no browser is
+downloaded), unticks "Ignore outliers in chart scaling" (with a few validations it cuts off the
+val curve's first point), closes the settings pane, waits for the charts, and saves what a user
+sees first as OUT (default: docs/tensorboard.png). `--tab hparams` (or any tab's name) shows that
+tab instead. The README's picture is the TIME SERIES tab of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+VIEWPORT = {"width": 1280, "height": 760}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until_serving(url: str, server: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            sys.exit(f"error: tensorboard exited with status {server.returncode}")
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            return
+        except OSError:
+            time.sleep(0.5)
+    sys.exit(f"error: tensorboard did not answer at {url} within {timeout:.0f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("logdir", nargs="?", default="outputs")
+    parser.add_argument("out", nargs="?", default="docs/tensorboard.png")
+    parser.add_argument("--tab", default="timeseries", help="timeseries, scalars, custom_scalars, hparams, ...")
+    args = parser.parse_args()
+    if not Path(args.logdir).is_dir():
+        sys.exit(f"error: {args.logdir} is not a folder: train a run first (make train)")
+
+    from playwright.sync_api import sync_playwright  # the dev extra installs it
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    tensorboard = Path(sys.executable).with_name("tensorboard")
+    command = [str(tensorboard), "--logdir", args.logdir, "--host", "127.0.0.1", "--port", str(port)]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until_serving(url, server)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=CHROMIUM,
+                args=["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking"],
+            )
+            page = browser.new_page(viewport=VIEWPORT)
+            page.goto(f"{url}#{args.tab}")
+            if args.tab == "timeseries":
+                page.wait_for_selector("card-view", timeout=60_000)
+                outliers = page.get_by_label("Ignore outliers in chart scaling")
+                if outliers.count() and outliers.first.is_checked():
+                    outliers.first.uncheck()  # with a few validations it clips loss/val's step-0 point
+                close = page.locator("button[aria-label='Close side pane']")
+                if close.count():
+                    close.first.click()  # the settings pane opens by default and hides a third of the charts
+            page.wait_for_timeout(4_000)  # the charts draw after their data arrive
+            page.screenshot(path=args.out)
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait()
+    print(f"{args.out}: {Path(args.out).stat().st_size / 1024:.0f} KB")
+
+
+if __name__ == "__main__":
+    main()
