@@ -405,6 +405,9 @@ def ranks_start_as_this_job(cfg: DictConfig) -> Iterator[None]:
         os.environ.update(environment)
 
 
+REFUSED: list[int] = []  # jobs of this sweep whose directory held another job (basic launcher: this process)
+
+
 def run_job(cfg: DictConfig, train: Callable[[DictConfig], float]) -> float | None:
     """One sweep job: skip it if it already finished, resume it if it was interrupted, contain its failure.
 
@@ -418,6 +421,15 @@ def run_job(cfg: DictConfig, train: Callable[[DictConfig], float]) -> float | No
     if not rank_zero and attempt is not None and done is not None and done.get("attempt") == attempt:
         resume = done.get("resumed_from")
     else:
+        if done is not None and done.get("overrides") not in (None, job_overrides()) and not cfg.overwrite:
+            # A job is known by its overrides, not its number: another grid's job 0 is not this one.
+            REFUSED.append(HydraConfig.get().job.num)
+            print(
+                f"error: job {HydraConfig.get().job.num} ({run_name()}): {output_dir} holds another job "
+                f"({' '.join(done['overrides'])}): kept; choose a new hydra.sweep.dir, or overwrite=true to replace it",
+                file=sys.stderr,
+            )
+            return None
         same_job = done is not None and done.get("overrides") == job_overrides() and not cfg.overwrite
         if same_job and done.get("status") == "ok":
             log.info(
@@ -475,7 +487,7 @@ class SweepSummary(Callback):
 
         print(f"\n{table}\n\nsummary: {sweep_dir / 'summary.md'}, plot: {sweep_dir / 'summary.png'}")
         print(f"watch it: {watch_command(sweep_dir)}")
-        failed = [r["job"] for r in rows if r.get("status") != "ok"]
+        failed = sorted({*(r["job"] for r in rows if r.get("status") != "ok"), *REFUSED})
         if failed:
             print(f"error: {len(failed)} of {len(rows)} jobs failed: {failed}", file=sys.stderr)
             sys.exit(1)

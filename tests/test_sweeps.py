@@ -163,3 +163,22 @@ def test_rerunning_an_interrupted_sweep_resumes_its_interrupted_job(tmp_path):
     assert "was interrupted: resuming it from" in again.stdout + again.stderr
     result = json.loads((sweep / "0" / "result.json").read_text())
     assert result["status"] == "ok" and result["steps"] == 40 and stopped < 40
+
+
+@pytest.mark.slow
+def test_rerunning_another_grid_into_a_sweep_directory_keeps_its_jobs(tmp_path):
+    """Issue 25: a second grid into the same hydra.sweep.dir overwrote finished jobs 0 and 1 (a job was
+    known by its number). Now a directory holding another job's run is kept and the job refused."""
+    sweep = tmp_path / "sweep"
+    args = [
+        "-m",
+        *tiny_training(tmp_path, "model.num_layers=1", "trainer.max_steps=4", "trainer.val_check_interval=4"),
+        f"hydra.sweep.dir={sweep}",
+    ]
+    first = run_cli("train", *args, "seed=1,2")
+    assert first.returncode == 0, first.stderr[-3000:]
+    kept = [json.loads((sweep / str(n) / "result.json").read_text()) for n in (0, 1)]
+    second = run_cli("train", *args, "seed=3,4")
+    assert second.returncode == 1  # the summary counts the refused jobs as failed
+    assert second.stderr.count("holds another job") == 2 and "Traceback" not in second.stderr
+    assert [json.loads((sweep / str(n) / "result.json").read_text()) for n in (0, 1)] == kept
