@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import lightning as L
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from hydra.utils import instantiate
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
@@ -208,7 +210,7 @@ def continue_run(argv: list[str]) -> list[str]:
     are rebuilt; overrides typed now follow and win, as the later of two overrides does in Hydra
     (e.g. a larger trainer.max_steps). Output goes to the same run directory: one curve.
     """
-    given = [a.split("=", 1)[1] for a in argv if a.startswith("ckpt_path=")]
+    given = [typed_value(a) for a in argv if a.startswith("ckpt_path=")]
     if not given or given[-1] in ("null", "") or any(a in ("-m", "--multirun") or "hydra.run.dir=" in a for a in argv):
         return argv
     log_dirs = [a.split("=", 1)[1] for a in argv if a.startswith("paths.log_dir=")]
@@ -223,7 +225,21 @@ def continue_run(argv: list[str]) -> list[str]:
         return argv
     previous = [o for o in OmegaConf.load(saved) if not o.startswith(("ckpt_path=", "hydra."))]
     typed = [a for a in argv if not a.startswith("ckpt_path=")]
-    return [*previous, *typed, f"ckpt_path={checkpoint}", f"hydra.run.dir={run_dir}"]
+    return [*previous, *typed, quoted("ckpt_path", checkpoint), quoted("hydra.run.dir", run_dir)]
+
+
+def typed_value(override: str) -> str:
+    """The value of `key=value` as Hydra reads it (quotes removed), or as typed if Hydra cannot."""
+    try:
+        return str(OverridesParser.create().parse_overrides([override])[0].value())
+    except HydraException:
+        return override.split("=", 1)[1]  # unquoted spaces: the path as the user typed it
+
+
+def quoted(key: str, value: str | Path) -> str:
+    """`key='value'` in Hydra's syntax, so a path with spaces or other characters stays one value."""
+    text = str(value).replace("'", "\\'")
+    return f"{key}='{text}'"
 
 
 # The plan of the command line's own config, made before Hydra starts, for train() to take over
@@ -239,7 +255,7 @@ def check_before_hydra(cfg: DictConfig, argv: list[str]) -> None:
             "hydra.job.chdir=true would run the training inside its run directory, where relative paths "
             "(data.path, ckpt_path) no longer point where you typed them: leave it false"
         )
-    run_dirs = [a.split("=", 1)[1] for a in argv if a.startswith("hydra.run.dir=")]
+    run_dirs = [typed_value(a) for a in argv if a.startswith("hydra.run.dir=")]
     sweeps.check_launched_run(bool(run_dirs))
     preflight.check_writable(run_dirs[-1] if run_dirs else cfg.paths.log_dir)
     if run_dirs and rank_zero_only.rank == 0:  # DDP's other ranks join the run that rank 0 holds

@@ -10,6 +10,8 @@ import pytest
 import torch
 
 from src import preflight
+from src.cli import compose
+from src.train import continue_run
 from src.train import main as train_main
 from tests.helpers import compose_training, run_cli, shakespeare_file, tiny_training
 
@@ -282,3 +284,18 @@ def test_a_sweep_point_choosing_a_schema_is_refused_up_front(workspace, monkeypa
     result = run_in_process(monkeypatch, capsys, train_main, args)
     assert_refused(result, r"job 1 \(.*model=seed_schema.*\): unknown option 'seed_schema' for model")
     assert files_under(workspace) == before
+
+
+@pytest.mark.slow
+def test_resuming_a_run_whose_directory_has_spaces_and_non_ascii_reloads_its_overrides(trained, tmp_path):
+    """Issue 25: quoted, the run's overrides were not reloaded (a false "config says 64"); unquoted,
+    the error named an override (hydra.run.dir=...) the user never typed."""
+    run_dir, _ = trained
+    odd = tmp_path / "run with spaces ü 日本"
+    shutil.copytree(run_dir, odd)
+    for typed in (f"ckpt_path='{odd}'", f"ckpt_path={odd}"):
+        argv = continue_run([typed, "trainer.max_steps=41"])
+        assert argv[-2:] == [f"ckpt_path='{odd / 'checkpoints' / 'last.ckpt'}'", f"hydra.run.dir='{odd}'"]
+        cfg = compose("train", argv)
+        assert cfg.model.embedding_dim == 32 and cfg.trainer.max_steps == 41
+        assert preflight.plan(cfg).resume == odd / "checkpoints" / "last.ckpt"
