@@ -126,6 +126,7 @@ def screenshots(browser, page_file: Path, out: Path) -> list[Path]:
         if name == "failures":
             page.hover("#fail-text .ch >> nth=120")
         if name == "text-and-next":
+            page.evaluate("window.scrollTo(0, 0)")
             box = page.locator("#next-section").bounding_box()
             clip = {"x": 0, "y": 0, "width": 1280, "height": box["y"] + box["height"] + 10}
             page.screenshot(path=str(path), clip=clip)

@@ -99,8 +99,12 @@ def run_history(run_dir: Path) -> dict[str, Any] | None:
             for event in accumulator.Tensors(tag):
                 text = event.tensor_proto.string_val[0].decode("utf-8", "replace")
                 samples.append([event.step, "\n".join(line.removeprefix("    ") for line in text.split("\n"))])
-    # the tags src/training/tensorboard.py gives val/loss and train/loss
-    return {"val_loss": curve("loss/val"), "train_loss": curve("loss/train"), "samples": sorted(samples)}
+    # the tags src/training/tensorboard.py gives val/loss and train/loss (runs before it: val/loss, train/loss)
+    return {
+        "val_loss": curve("loss/val") or curve("val/loss"),
+        "train_loss": curve("loss/train") or curve("train/loss"),
+        "samples": sorted(samples),
+    }
 
 
 def first_line(text: str, limit: int) -> str:

@@ -443,7 +443,9 @@ function drawAbout() {
   $("about-vocab").replaceChildren(...model.vocab.map((ch, i) => el("span", { class: "ch vocab", title: `id ${i}: ${JSON.stringify(ch)}` }, glyph(ch))));
   const h = payload.history;
   if (!h || !h.val_loss.length) {
-    $("about-curve").textContent = "No TensorBoard events beside this checkpoint: the loss curve and samples are shown for a run directory.";
+    $("about-curve").textContent = h
+      ? "The run's TensorBoard events hold no validation yet: its curve shows once one is logged."
+      : "No TensorBoard events beside this checkpoint: the loss curve and samples show for a checkpoint in its run directory.";
     return;
   }
   $("about-curve").replaceChildren(lossCurve(h));
