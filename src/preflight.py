@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import tempfile
+import types
 import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,7 +35,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from src.config import PRIMITIVES, ConfigError, check_values, omegaconf_type
+from src.config import PRIMITIVES, ConfigError, check_values
 from src.data.corpus import resolve_corpus
 from src.data.datamodule import require_two_characters, split_lengths
 from src.data.token_cache import EncodedCorpus, open_corpus
@@ -304,10 +305,12 @@ def check_types(key: str, spec: DictConfig, cls: type, given: dict[str, Any]) ->
     for name in spec:
         if name in HYDRA_KEYS or name in given or name not in hints:
             continue
-        kind = omegaconf_type(hints[name])
-        args = [a for a in typing.get_args(kind) if a is not type(None)]
-        if kind in PRIMITIVES or (len(args) == 1 and args[0] in PRIMITIVES):
-            of_type(f"{key}.{name}", spec[name], kind if kind in PRIMITIVES else args[0], optional=bool(args))
+        hint = hints[name]
+        union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+        args = typing.get_args(hint) if union else (hint,)
+        kinds = tuple(a for a in args if a is not type(None))
+        if kinds and all(k in PRIMITIVES for k in kinds):  # e.g. fast_dev_run: int | bool
+            of_type(f"{key}.{name}", spec[name], kinds, optional=len(kinds) < len(args))
 
 
 def named_key(spec: DictConfig, message: str) -> str | None:

@@ -37,13 +37,13 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def of_type(key: str, value: Any, kind: type, optional: bool = False) -> None:
-    """A value of a primitive type (an int counts as a float), or None where that is allowed."""
+def of_type(key: str, value: Any, kinds: tuple[type, ...], optional: bool = False) -> None:
+    """A value of one of the primitive types `kinds` (an int counts as a float), or None where allowed."""
     if value is None and optional:
         return
-    ok = {float: is_number, int: is_int}.get(kind, lambda v: isinstance(v, kind))(value)
-    if not ok:
-        refuse(key, value, f"{'null or ' if optional else ''}of type {kind.__name__}")
+    checks = {float: is_number, int: is_int}
+    if not any(checks.get(kind, lambda v, kind=kind: isinstance(v, kind))(value) for kind in kinds):
+        refuse(key, value, f"{'null or ' if optional else ''}of type {' or '.join(k.__name__ for k in kinds)}")
 
 
 def positive_int(key: str, value: Any, fix: str = "") -> None:

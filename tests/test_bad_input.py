@@ -102,6 +102,7 @@ TRAIN_CASES = {
         ["logger=null"],
         r"^error: logger=null: a config group takes one of its options: tensorboard or ~logger",
     ),
+    "fast_dev_run nan": (["trainer.fast_dev_run=nan"], r"trainer.fast_dev_run must be of type int or bool, got nan"),
     "monitor": (["callbacks.model_checkpoint.monitor=abc"], r"monitor must be one of val/loss, val/ppl, val/bpc"),
     "chdir": (["hydra.job.chdir=true"], r"hydra.job.chdir=true would run the training inside its run directory"),
     "a second window key": (["data.context_window=8"], r"'data.context_window': did you mean model.context_window\?"),
