@@ -49,7 +49,7 @@ from src.model.sampling import sample_text
 from src.preflight import build_callbacks
 from src.rules import ConfigError
 from src.training.callbacks import GracefulInterrupt, TokensPerSecond, TrainingInterrupted
-from src.training.checkpoint import CheckpointError, find_checkpoint, load_trained
+from src.training.checkpoint import CheckpointError, Trained, find_checkpoint, load_trained
 from src.training.lit_gpt import LitGPT
 from src.training.tensorboard import LogHyperparams, watch_command
 
@@ -153,6 +153,15 @@ def train(cfg: DictConfig) -> float:
         return report(cfg, plan, trainer, lit, num_parameters, time.time() - started)
 
 
+def in_memory_best(trainer: Any, lit: LitGPT) -> Trained | None:
+    """The model in memory as best.ckpt holds it, when best.ckpt was written at the step training
+    ended on (the usual case: the final validation was the best), sparing a read of the file."""
+    best_score = getattr(trainer.checkpoint_callback, "best_model_score", None)
+    if lit.best_val_step != trainer.global_step or best_score is None or float(best_score) != lit.best_val_loss:
+        return None
+    return Trained(lit.model.eval(), lit.tokenizer, dict(lit.hparams), trainer.global_step, lit.best_val_loss)
+
+
 def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_parameters: int, wall: float) -> float:
     """result.json for sweeps, the best val loss, and a sample from the best checkpoint."""
     best = lit.best_val_loss
@@ -179,8 +188,9 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_pa
     elif validated:
         log.info(f"best val loss {best:.4f} -> {best_path}")
     s = cfg.sample
-    # best.ckpt, loaded once for the sample and the explorer page
-    trained = load_trained(best_path) if best_path and (s.max_new_tokens > 0 or cfg.explorer) else None
+    trained = None  # best.ckpt, for the sample and the explorer page
+    if best_path and (s.max_new_tokens > 0 or cfg.explorer):
+        trained = in_memory_best(trainer, lit) or load_trained(best_path)
     if s.max_new_tokens > 0:
         model = trained.model if trained else lit.model.eval()
         text = sample_text(
