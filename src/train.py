@@ -33,6 +33,9 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import src.training.lightning_import  # noqa: F401  (first: Lightning without scipy.signal)
+
+# isort: split
 import lightning as L
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
