@@ -1,5 +1,6 @@
-"""`python -m benchmarks.train_speed --only budget [--nanogpt PATH] [--rounds N] [--steps N]`: what a
-run pays for beyond the model's maths, at nanoGPT's CPU baby config (`experiment=nanogpt_cpu`).
+"""`python -m benchmarks.train_speed --only budget [--nanogpt PATH] [--rounds N] [--steps N]
+[--budget all|steps|whole]`: what a run pays for beyond the model's maths, at nanoGPT's CPU baby
+config (`experiment=nanogpt_cpu`); --budget picks the per-step part, the whole-run part or both.
 
 Per step: the run exactly as `python -m src.train` builds it (src/train.py's build(): the same
 DataModule, model, callbacks, logger and trainer, the progress bar on as on a terminal), fitted
@@ -114,7 +115,7 @@ def run(args: Any, workdir: Path) -> dict[str, Any]:
     """Every variant once per round in a process of its own (nanoGPT's loop with --nanogpt), in turn."""
     from benchmarks import nanogpt, whole_run
 
-    names = [*VARIANTS, *(["nanoGPT"] if args.nanogpt else [])]
+    names = [*VARIANTS, *(["nanoGPT"] if args.nanogpt else [])] if args.budget in ("all", "steps") else []
     rounds: dict[str, list[float]] = {name: [] for name in names}
     ours_runs, nano_runs = [], []
     for r in range(args.rounds):
@@ -127,7 +128,10 @@ def run(args: Any, workdir: Path) -> dict[str, Any]:
                 command = [sys.executable, "-m", "benchmarks.budget", name, str(args.steps)]
                 out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
                 rounds[name].append(float(out.split()[-1]))
-        print(f"  round {r + 1} per step: " + ", ".join(f"{n} {v[-1]:.1f}" for n, v in rounds.items()), flush=True)
+        if names:
+            print(f"  round {r + 1} per step: " + ", ".join(f"{n} {v[-1]:.1f}" for n, v in rounds.items()), flush=True)
+        if args.budget == "steps":
+            continue
         ours_runs.append(whole_run.ours(workdir, nanogpt.ROOT, [f"trainer.max_steps={WHOLE_RUN_STEPS}"]))
         print(f"  round {r + 1} whole run: ours {ours_runs[-1]['wall_s']:.1f} s", end="", flush=True)
         if args.nanogpt:
@@ -136,7 +140,8 @@ def run(args: Any, workdir: Path) -> dict[str, Any]:
             print(f", nanoGPT {nano_runs[-1]['wall_s']:.1f} s", end="")
         print(flush=True)
     result: dict[str, Any] = {"ms_per_step": {n: statistics.median(v) for n, v in rounds.items()}, "rounds": rounds}
-    result["whole_run"] = {"ours": whole_run.median_run(ours_runs)}
+    if ours_runs:
+        result["whole_run"] = {"ours": whole_run.median_run(ours_runs)}
     if nano_runs:
         result["whole_run"]["nanogpt"] = whole_run.median_run(nano_runs)
         result["whole_run"]["ratios"] = [n["wall_s"] / o["wall_s"] for o, n in zip(ours_runs, nano_runs, strict=True)]
@@ -160,7 +165,7 @@ def table_rows(result: dict[str, Any]) -> list[str]:
     from benchmarks.whole_run import PHASES
 
     ms = result["ms_per_step"]
-    full, nano = ms["the run"], ms.get("nanoGPT")
+    full, nano = ms.get("the run"), ms.get("nanoGPT")
     rows = []
     for name, value in ms.items():
         if name == "nanoGPT":
@@ -169,6 +174,8 @@ def table_rows(result: dict[str, Any]) -> list[str]:
         theirs = "n/a" if nano is None else f"{nano:.2f}"
         ratio = "" if nano is None else f"{nano / value:.2f}x"
         rows.append(f"| budget, ms per step, {name}{saved} | {value:.2f} | {theirs} | {ratio} |")
+    if "whole_run" not in result:
+        return rows
     whole = result["whole_run"]
     ours, other = whole["ours"], whole.get("nanogpt")
     for phase in (*PHASES, "wall"):

@@ -422,6 +422,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300, help="steps per throughput/logging round")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per comparison")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--budget", choices=("all", "steps", "whole"), default="all", help="budget: per step, whole run or both"
+    )
     parser.add_argument("--data-gb", type=float, default=1.0, help="size of the text of the data section")
     args = parser.parse_args()
     if args.nanogpt and not (args.nanogpt / "train.py").is_file():
