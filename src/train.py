@@ -47,6 +47,7 @@ from src import preflight, sweeps
 from src.cli import command, fail
 from src.data.datamodule import ShakespeareDataModule
 from src.explorer.page import write_explorer
+from src.explorer.payload import split_excerpt
 from src.model.language_model import count_parameters
 from src.model.sampling import sample_text
 from src.preflight import build_callbacks
@@ -209,7 +210,11 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_pa
         log.info("sample:\n" + text)
     if cfg.explorer and best_path:
         out = Path(cfg.paths.output_dir) / "explore.html"
-        page = write_explorer(Path(best_path), out, cfg.paths.data_dir, plan.prompts["sample"], trained=trained)
+        val = trainer.datamodule.splits["val"]  # the split this run validated on, as text for the page
+        excerpt = split_excerpt(val, plan.tokenizer.vocab, plan.corpus.source, 2000)
+        page = write_explorer(
+            Path(best_path), out, cfg.paths.data_dir, plan.prompts["sample"], trained=trained, excerpt=excerpt
+        )
         log.info(f"see inside it: open {page.resolve().as_uri()}")
     if not sweeps.in_multirun():  # a sweep says it once, for all its jobs (SweepSummary)
         log.info(f"watch it: {watch_command(cfg.paths.log_dir)}")
