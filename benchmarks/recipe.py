@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import tempfile
 
+import lightning as L
 from omegaconf import DictConfig
 
 from src import preflight
@@ -12,6 +13,17 @@ from src.cli import compose
 from src.data.datamodule import ShakespeareDataModule
 from src.train import build
 from src.training.lit_gpt import LitGPT
+
+OUTPUT_DIR = f"paths.output_dir={tempfile.gettempdir()}/benchmark-run"
+
+
+def run_of(
+    overrides: list[str], lit_class: type[LitGPT] = LitGPT
+) -> tuple[DictConfig, ShakespeareDataModule, LitGPT, L.Trainer]:
+    """The config of `python -m src.train seed=0 <overrides>` and the run build() makes of it."""
+    cfg = compose("train", ["seed=0", OUTPUT_DIR, *overrides])
+    datamodule, lit, trainer = build(cfg, preflight.plan(cfg), lit_class)
+    return cfg, datamodule, lit, trainer
 
 
 def data_and_model(
@@ -22,6 +34,5 @@ def data_and_model(
     The run's Trainer is built too (nothing is written before it fits), and left unused: each
     benchmark runs its own, without logging or checkpoints.
     """
-    cfg = compose("train", ["seed=0", f"paths.output_dir={tempfile.gettempdir()}/benchmark-run", *overrides])
-    datamodule, lit, _ = build(cfg, preflight.plan(cfg), lit_class)
+    cfg, datamodule, lit, _ = run_of(overrides, lit_class)
     return cfg, datamodule, lit

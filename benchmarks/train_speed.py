@@ -8,6 +8,10 @@ Sections (all by default; --only picks some):
               eager, at the baby and the notes' size (benchmarks/step_compile.py)
   loop        Lightning's loop per step at the notes' scale: a bare loop, Trainer.fit with automatic and
               with manual optimization, 1 and 2 threads (benchmarks/lightning_loop.py)
+  budget      what a run pays for beyond the maths at the baby size: ms per step with each callback and
+              per-step mechanism taken out in turn and all of them, a loop without Lightning, nanoGPT's
+              loop; and the whole 500-step run in parts (start-up, steps, validations, media,
+              checkpoints, sample, exit) beside nanoGPT's (benchmarks/budget.py)
   curve       both whole runs of 2000 steps as users run them (ours: `experiment=nanogpt_cpu` with
               its validation, media, checkpoints and final sample): val loss at step 2000, wall time
               from process start to exit, and where it went (benchmarks/whole_run.py)
@@ -45,12 +49,12 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import data_scale, lightning_loop, step_compile, sweep_speed, validation_cores, whole_run
+from benchmarks import budget, data_scale, lightning_loop, step_compile, sweep_speed, validation_cores, whole_run
 from benchmarks.nanogpt import NANOGPT_ARGS, prepare_nanogpt_data
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = (
-    *("throughput", "step", "loop", "curve", "speedrun", "generation"),
+    *("throughput", "step", "loop", "budget", "curve", "speedrun", "generation"),
     *("validation", "attention", "logging", "data", "sweep"),
 )
 TARGET_LOSS = 1.88
@@ -362,6 +366,8 @@ def table(results: dict) -> str:
         rows += step_compile.table_rows(st)
     if lo := results.get("loop"):
         rows += lightning_loop.table_rows(lo)
+    if b := results.get("budget"):
+        rows += budget.table_rows(b)
     if c := results.get("curve"):
         rows.append(
             f"| baby run, 2000 steps: val loss at step 2000 | {c['ours_val_at_2000']:.3f}"
@@ -416,6 +422,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300, help="steps per throughput/logging round")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per comparison")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--budget", choices=("all", "steps", "whole"), default="all", help="budget: per step, whole run or both"
+    )
     parser.add_argument("--data-gb", type=float, default=1.0, help="size of the text of the data section")
     args = parser.parse_args()
     if args.nanogpt and not (args.nanogpt / "train.py").is_file():
@@ -433,6 +442,8 @@ def main() -> None:
                 results[section] = step_compile.run(args)
             elif section == "loop":
                 results[section] = lightning_loop.run(args)
+            elif section == "budget":
+                results[section] = budget.run(args, workdir)
             elif section == "curve":
                 results[section] = curve(args, workdir)
             elif section == "speedrun":

@@ -1,9 +1,9 @@
-"""Where a whole 2000-step baby run's wall time goes, ours and nanoGPT's, process start to exit.
+"""Where a whole baby run's wall time goes, ours and nanoGPT's, process start to exit.
 
 Ours: `python -m src.train experiment=nanogpt_cpu` as a user runs it (validation every 250 steps,
 TensorBoard media, checkpoints, the final sample), plus PhaseClock, a callback that writes when
-each phase began. nanoGPT: its documented CPU command, its output read line by line as it is
-printed (unbuffered), each line stamped on arrival. Phases:
+each phase began. nanoGPT: its documented CPU command. Both print unbuffered; each printed line
+is stamped on arrival. Phases:
 
   start-up     process start to the first training step (imports, config, data, model)
   steps        the training steps
@@ -11,12 +11,15 @@ printed (unbuffered), each line stamped on arrival. Phases:
                batches of train and val)
   media        TensorBoard text sample and attention maps (ours only)
   checkpoints  writing best.ckpt / last.ckpt (nanoGPT: ckpt.pt when val improves)
-  sample       after the last step to exit: the final printed sample (ours only) and shutdown
+  sample       after the last step to the final sample printed (ours only)
+  explorer     writing explore.html, the page of the trained model (ours only, `explorer=true`)
+  exit         the last line printed to the process's exit (shutdown)
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -27,7 +30,7 @@ from typing import Any
 
 import lightning as L
 
-PHASES = ("start-up", "steps", "validation", "media", "checkpoints", "sample")
+PHASES = ("start-up", "steps", "validation", "media", "checkpoints", "sample", "explorer", "exit")
 
 
 class PhaseClock(L.Callback):
@@ -67,6 +70,16 @@ class PhaseClock(L.Callback):
         self.path.write_text(json.dumps(self.t))
 
 
+def stamped_lines(command: list[str], cwd: Path) -> tuple[list[tuple[float, str]], float, float, int]:
+    """Run `command` unbuffered: its output lines, each with its arrival time; start, end, exit status."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    start = time.time()
+    proc = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    lines = [(time.time(), line) for line in proc.stdout]
+    proc.wait()
+    return lines, start, time.time(), proc.returncode
+
+
 def ours(workdir: Path, root: Path, overrides: list[str]) -> dict[str, Any]:
     """One whole run of ours: wall, val loss at the end, seconds per phase."""
     clock = workdir / f"phases-{time.time_ns()}.json"
@@ -76,11 +89,9 @@ def ours(workdir: Path, root: Path, overrides: list[str]) -> dict[str, Any]:
         "+callbacks.phase_clock._target_=benchmarks.whole_run.PhaseClock",
         f"+callbacks.phase_clock.path={clock}",
     ]
-    start = time.time()
-    proc = subprocess.run(command, cwd=root, capture_output=True, text=True)
-    end = time.time()
-    if proc.returncode != 0:
-        raise SystemExit(f"our run failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+    lines, start, end, returncode = stamped_lines(command, root)
+    if returncode != 0:
+        raise SystemExit(f"our run failed (exit {returncode}):\n{''.join(line for _, line in lines[-30:])}")
     t = json.loads(clock.read_text())
     validations = t["validations"]
     phases = {
@@ -88,8 +99,13 @@ def ours(workdir: Path, root: Path, overrides: list[str]) -> dict[str, Any]:
         "validation": sum(loss - begin for begin, loss, _, _ in validations),
         "media": sum(done - loss for _, loss, done, _ in validations),
         "checkpoints": sum(resumed - done for _, _, done, resumed in validations),
-        "sample": end - t["train_end"],
+        "exit": end - lines[-1][0],
     }
+    # The explorer page's line follows the sample's last line; the page is written between them.
+    page = next((i for i, (_, line) in enumerate(lines) if line.startswith("see inside it")), None)
+    sample_end = lines[page - 1][0] if page else lines[-1][0]
+    phases["sample"] = sample_end - t["train_end"]
+    phases["explorer"] = lines[page][0] - sample_end if page else 0.0
     phases["steps"] = t["train_end"] - t["first_step"] - phases["validation"] - phases["media"] - phases["checkpoints"]
     result = json.loads((run_dir / "result.json").read_text())
     return {"wall_s": end - start, "val_loss": result["best_val_loss"], "phases": phases}
@@ -105,13 +121,9 @@ def nanogpt(nanogpt_dir: Path, workdir: Path, args: list[str]) -> dict[str, Any]
     step); steps = the rest of the iterations' time.
     """
     command = [sys.executable, "-u", "train.py", *args, f"--out_dir={workdir / f'nanogpt-{time.time_ns()}'}"]
-    start = time.time()
-    proc = subprocess.Popen(command, cwd=nanogpt_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = [(time.time(), line) for line in proc.stdout]
-    proc.wait()
-    end = time.time()
-    if proc.returncode != 0:
-        raise SystemExit(f"nanoGPT failed (exit {proc.returncode}): run `python train.py` in {nanogpt_dir}")
+    lines, start, end, returncode = stamped_lines(command, nanogpt_dir)
+    if returncode != 0:
+        raise SystemExit(f"nanoGPT failed (exit {returncode}): run `python train.py` in {nanogpt_dir}")
     iter_line = re.compile(r"^iter \d+: .*time ([\d.]+)ms")
     iters = [(t, float(m.group(1)) / 1000) for t, line in lines if (m := iter_line.search(line))]
     median_step = statistics.median(s for _, s in iters)
@@ -132,7 +144,9 @@ def nanogpt(nanogpt_dir: Path, workdir: Path, args: list[str]) -> dict[str, Any]
         "validation": evaluation,
         "media": 0.0,
         "checkpoints": checkpoint,
-        "sample": end - iters[-1][0],
+        "sample": 0.0,
+        "explorer": 0.0,
+        "exit": end - iters[-1][0],
     }
     phases["steps"] = iters[-1][0] - first_eval_start - evaluation - checkpoint
     return {"wall_s": end - start, "val_loss": val_loss, "phases": phases, "validations": validations}

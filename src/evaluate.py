@@ -10,6 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import src.training.lightning_import  # noqa: F401  (first: Lightning without scipy.signal)
+
+# isort: split
 import lightning as L
 import torch
 from omegaconf import DictConfig

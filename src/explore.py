@@ -16,6 +16,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+import src.training.lightning_import  # noqa: F401  (first: Lightning without scipy.signal)
 from src.cli import command
 from src.explorer.page import write_explorer
 from src.explorer.payload import check_weights_dtype

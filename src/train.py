@@ -33,6 +33,9 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import src.training.lightning_import  # noqa: F401  (first: Lightning without scipy.signal)
+
+# isort: split
 import lightning as L
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
@@ -44,12 +47,13 @@ from src import preflight, sweeps
 from src.cli import command, fail
 from src.data.datamodule import ShakespeareDataModule
 from src.explorer.page import write_explorer
+from src.explorer.payload import split_excerpt
 from src.model.language_model import count_parameters
 from src.model.sampling import sample_text
 from src.preflight import build_callbacks
 from src.rules import ConfigError
 from src.training.callbacks import GracefulInterrupt, TokensPerSecond, TrainingInterrupted
-from src.training.checkpoint import CheckpointError, find_checkpoint, load_trained
+from src.training.checkpoint import CheckpointError, Trained, find_checkpoint, load_trained
 from src.training.lit_gpt import LitGPT
 from src.training.tensorboard import LogHyperparams, watch_command
 
@@ -153,6 +157,15 @@ def train(cfg: DictConfig) -> float:
         return report(cfg, plan, trainer, lit, num_parameters, time.time() - started)
 
 
+def in_memory_best(trainer: Any, lit: LitGPT) -> Trained | None:
+    """The model in memory as best.ckpt holds it, when best.ckpt was written at the step training
+    ended on (the usual case: the final validation was the best), sparing a read of the file."""
+    best_score = getattr(trainer.checkpoint_callback, "best_model_score", None)
+    if lit.best_val_step != trainer.global_step or best_score is None or float(best_score) != lit.best_val_loss:
+        return None
+    return Trained(lit.model.eval(), lit.tokenizer, dict(lit.hparams), trainer.global_step, lit.best_val_loss)
+
+
 def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_parameters: int, wall: float) -> float:
     """result.json for sweeps, the best val loss, and a sample from the best checkpoint."""
     best = lit.best_val_loss
@@ -179,8 +192,9 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_pa
     elif validated:
         log.info(f"best val loss {best:.4f} -> {best_path}")
     s = cfg.sample
-    # best.ckpt, loaded once for the sample and the explorer page
-    trained = load_trained(best_path) if best_path and (s.max_new_tokens > 0 or cfg.explorer) else None
+    trained = None  # best.ckpt, for the sample and the explorer page
+    if best_path and (s.max_new_tokens > 0 or cfg.explorer):
+        trained = in_memory_best(trainer, lit) or load_trained(best_path)
     if s.max_new_tokens > 0:
         model = trained.model if trained else lit.model.eval()
         text = sample_text(
@@ -196,7 +210,11 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_pa
         log.info("sample:\n" + text)
     if cfg.explorer and best_path:
         out = Path(cfg.paths.output_dir) / "explore.html"
-        page = write_explorer(Path(best_path), out, cfg.paths.data_dir, plan.prompts["sample"], trained=trained)
+        val = trainer.datamodule.splits["val"]  # the split this run validated on, as text for the page
+        excerpt = split_excerpt(val, plan.tokenizer.vocab, plan.corpus.source, 2000)
+        page = write_explorer(
+            Path(best_path), out, cfg.paths.data_dir, plan.prompts["sample"], trained=trained, excerpt=excerpt
+        )
         log.info(f"see inside it: open {page.resolve().as_uri()}")
     if not sweeps.in_multirun():  # a sweep says it once, for all its jobs (SweepSummary)
         log.info(f"watch it: {watch_command(cfg.paths.log_dir)}")

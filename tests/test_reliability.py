@@ -488,3 +488,24 @@ def test_sigterm_during_the_final_sample_stops_it_with_one_line(tmp_path):
         "error: SIGTERM outside training (where Ctrl-C saves last.ckpt first): stopped"
     ]
     assert last_step(run) == 40
+
+
+def test_the_final_sample_reads_best_ckpt_from_memory_only_when_memory_holds_it(tmp_path):
+    """When the final validation was the best, best.ckpt holds the weights in memory: the sample and
+    the explorer page use them without reading the file; otherwise best.ckpt is read."""
+    from src.train import build, in_memory_best
+    from src.training.checkpoint import load_trained
+
+    cfg = compose_training(tmp_path / "run", "trainer.max_steps=6", "trainer.val_check_interval=3", "optimizer.lr=1e-3")
+    datamodule, lit, trainer = build(cfg, preflight.plan(cfg))
+    trainer.fit(lit, datamodule=datamodule)
+    assert lit.best_val_step == trainer.global_step == 6  # the loss fell at each validation
+    in_memory = in_memory_best(trainer, lit)
+    on_disk = load_trained(trainer.checkpoint_callback.best_model_path)
+    assert in_memory.global_step == on_disk.global_step and in_memory.best_val_loss == on_disk.best_val_loss
+    assert in_memory.hparams == on_disk.hparams
+    saved = on_disk.model.state_dict()
+    assert saved.keys() == in_memory.model.state_dict().keys()
+    assert all(torch.equal(weights, saved[name]) for name, weights in in_memory.model.state_dict().items())
+    lit.best_val_step = 3  # as if the best validation had come before the last one
+    assert in_memory_best(trainer, lit) is None

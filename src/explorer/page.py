@@ -57,14 +57,16 @@ def write_explorer(
     excerpt_chars: int = 2000,
     weights: str = "auto",
     trained: Trained | None = None,
+    excerpt: tuple[str, str] | None = None,
 ) -> Path:
     """The page of `checkpoint`, written to `out`: what `python -m src.explore` and every training run do.
 
-    trained: the checkpoint already loaded (a training run's final sample loaded it), else it is loaded here."""
+    trained: the checkpoint already loaded (a training run's final sample loaded it), else it is loaded here;
+    excerpt: the text of "Where it fails" and its source, if the caller has it, else read from the data."""
     trained = trained or load_trained(checkpoint)
-    if text is not None:
+    if excerpt is None and text is not None:
         excerpt = file_text(text, excerpt_chars)
-    else:
+    elif excerpt is None:
         excerpt = validation_text(trained.hparams, data_dir, excerpt_chars)
     write_page(render(page_payload(trained, checkpoint, excerpt, prompt, weights)), out)
     return out

@@ -58,7 +58,13 @@ def validation_text(hparams: dict[str, Any], data_dir: str | Path, chars: int) -
     vocab = list(hparams["tokenizer"]["vocab"])
     tokens = open_corpus(path, data_dir, vocab).tokens
     sizes = split_lengths(len(tokens), split.get("val_fraction", 0.1), split.get("test_fraction", 0.0))
-    val = tokens[sizes["train"] : sizes["train"] + sizes["val"]][:chars]
+    return split_excerpt(tokens[sizes["train"] : sizes["train"] + sizes["val"]], vocab, path, chars)
+
+
+def split_excerpt(val: np.ndarray, vocab: list[str], path: str | Path, chars: int) -> tuple[str, str]:
+    """The first `chars` ids of a validation split as text, and where they come from (a training run
+    hands its DataModule's split here: the text is not opened twice)."""
+    val = val[:chars]
     source = f"the first {len(val):,} characters of the validation split of {path}"
     return "".join(vocab[i] for i in val.tolist()), source
 

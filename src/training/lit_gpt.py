@@ -67,6 +67,7 @@ class LitGPT(L.LightningModule):
             {s: MulticlassAccuracy(num_classes=vocab, average="micro", ignore_index=IGNORE) for s in ("val", "test")}
         )
         self.best_val_loss = math.inf
+        self.best_val_step: int | None = None  # the step of the last new best val/loss seen in this process
         self._parameter_list: list[torch.nn.Parameter] | None = None  # what clipping sees, listed once
         self.trained_steps = 0  # set by from_checkpoint: the optimizer steps behind these weights
         # The first optimizer step whose loss was NaN or infinite (NEVER: none yet), kept on the
@@ -133,7 +134,8 @@ class LitGPT(L.LightningModule):
         if self.trainer.state.fn != "fit":
             return
         if not self.trainer.sanity_checking:
-            self.best_val_loss = min(self.best_val_loss, metrics["val/loss"])
+            if metrics["val/loss"] < self.best_val_loss:
+                self.best_val_loss, self.best_val_step = metrics["val/loss"], self.global_step
             log_at_step(self.trainer, {**metrics, "best_val_loss": self.best_val_loss})
         elif validates_step_zero(self.trainer):
             log_at_step(self.trainer, metrics)  # the untrained model: where both loss curves start
