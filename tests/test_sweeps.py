@@ -150,7 +150,7 @@ def test_rerunning_an_interrupted_sweep_resumes_its_interrupted_job(tmp_path):
         [sys.executable, "-m", "src.train", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     for line in proc.stdout:
-        if "val loss" in line:  # a validation is done, so last.ckpt exists
+        if "val loss" in line and not line.startswith("step      0"):  # a validation after step 0: last.ckpt exists
             proc.send_signal(signal.SIGINT)
             break
     proc.communicate(timeout=120)
