@@ -5,7 +5,8 @@ TensorBoard media, checkpoints, the final sample), plus PhaseClock, a callback t
 each phase began. nanoGPT: its documented CPU command. Both print unbuffered; each printed line
 is stamped on arrival. Phases:
 
-  start-up     process start to the first training step (imports, config, data, model)
+  start-up     process start to the first training step (imports, config, data, model), less the
+               validation at step 0 (ours: Lightning's sanity check; nanoGPT: its evaluation at 0)
   steps        the training steps
   validation   computing the val loss (ours: exact, every val position; nanoGPT: eval_iters
                batches of train and val)
@@ -35,9 +36,10 @@ PHASES = ("start-up", "steps", "validation", "media", "checkpoints", "sample", "
 
 class PhaseClock(L.Callback):
     """Writes phases.json: the first step's start, each validation's start, loss and end, the
-    next step's start, and the end of training (Unix times). Lightning runs checkpoint callbacks
-    after all others, so what happens between a validation's end here and the next step is the
-    checkpoint writing."""
+    next step's start, and the end of training (Unix times). The validation at step 0 is
+    Lightning's sanity check over the whole val split (trainer.num_sanity_val_steps=-1), before
+    the first step. Lightning runs checkpoint callbacks after all others, so what happens between
+    a later validation's end here and the next step is the checkpoint writing."""
 
     def __init__(self, path: str):
         self.path = Path(path)
@@ -47,20 +49,17 @@ class PhaseClock(L.Callback):
         now = time.time()
         if self.t["first_step"] is None:
             self.t["first_step"] = now
-        elif self.t["validations"] and self.t["validations"][-1][3] is None:
+        if self.t["validations"] and self.t["validations"][-1][3] is None:
             self.t["validations"][-1][3] = now
 
     def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if not trainer.sanity_checking:
-            self.t["validations"].append([time.time(), None, None, None])
+        self.t["validations"].append([time.time(), None, None, None])
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if not trainer.sanity_checking:
-            self.t["validations"][-1][1] = time.time()
+        self.t["validations"][-1][1] = time.time()
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if not trainer.sanity_checking:
-            self.t["validations"][-1][2] = time.time()
+        self.t["validations"][-1][2] = time.time()
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         now = time.time()
@@ -94,11 +93,13 @@ def ours(workdir: Path, root: Path, overrides: list[str]) -> dict[str, Any]:
         raise SystemExit(f"our run failed (exit {returncode}):\n{''.join(line for _, line in lines[-30:])}")
     t = json.loads(clock.read_text())
     validations = t["validations"]
+    before = [v for v in validations if v[0] < t["first_step"]]  # step 0's, before the first step
+    during = [v for v in validations if v[0] >= t["first_step"]]
     phases = {
-        "start-up": t["first_step"] - start,
+        "start-up": t["first_step"] - start - sum(done - begin for begin, _, done, _ in before),
         "validation": sum(loss - begin for begin, loss, _, _ in validations),
         "media": sum(done - loss for _, loss, done, _ in validations),
-        "checkpoints": sum(resumed - done for _, _, done, resumed in validations),
+        "checkpoints": sum(resumed - done for _, _, done, resumed in during),
         "exit": end - lines[-1][0],
     }
     # The explorer page's line follows the sample's last line; the page is written between them.
@@ -106,7 +107,7 @@ def ours(workdir: Path, root: Path, overrides: list[str]) -> dict[str, Any]:
     sample_end = lines[page - 1][0] if page else lines[-1][0]
     phases["sample"] = sample_end - t["train_end"]
     phases["explorer"] = lines[page][0] - sample_end if page else 0.0
-    phases["steps"] = t["train_end"] - t["first_step"] - phases["validation"] - phases["media"] - phases["checkpoints"]
+    phases["steps"] = t["train_end"] - t["first_step"] - sum(resumed - begin for begin, _, _, resumed in during)
     result = json.loads((run_dir / "result.json").read_text())
     return {"wall_s": end - start, "val_loss": result["best_val_loss"], "phases": phases}
 
