@@ -17,9 +17,10 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 import src.training.lightning_import  # noqa: F401  (first: Lightning without scipy.signal)
+from src import rules
 from src.cli import command
 from src.explorer.page import write_explorer
-from src.explorer.payload import check_weights_dtype
+from src.explorer.payload import WEIGHT_DTYPES
 from src.training.checkpoint import find_checkpoint, run_dir_of
 
 
@@ -38,9 +39,11 @@ def check_out(out: Path) -> None:
 
 
 def run(cfg: DictConfig) -> Path:
-    if isinstance(cfg.excerpt_chars, bool) or cfg.excerpt_chars < 2:
-        raise ValueError(f"excerpt_chars must be an integer >= 2, got {cfg.excerpt_chars!r}")
-    check_weights_dtype(cfg.weights)
+    if not rules.is_int(cfg.excerpt_chars) or cfg.excerpt_chars < 2:
+        rules.refuse(
+            "excerpt_chars", cfg.excerpt_chars, "an integer >= 2", "how many characters 'Where it fails' scores"
+        )
+    rules.choice("weights", cfg.weights, WEIGHT_DTYPES)
     checkpoint = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir)
     out = Path(cfg.out).expanduser() if cfg.out is not None else run_dir_of(checkpoint) / "explore.html"
     check_out(out)

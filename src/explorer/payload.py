@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from src import rules
 from src.data.corpus import resolve_corpus
 from src.data.datamodule import split_lengths
 from src.data.token_cache import open_corpus
@@ -27,14 +28,9 @@ AUTO_FLOAT32_BYTES = 6_000_000
 WEIGHT_DTYPES = ("auto", "float32", "float16")
 
 
-def check_weights_dtype(weights: str) -> None:
-    if weights not in WEIGHT_DTYPES:
-        raise ValueError(f"weights must be one of {', '.join(WEIGHT_DTYPES)}, got {weights!r}")
-
-
 def pack_weights(state_dict: dict[str, torch.Tensor], weights: str = "auto") -> dict[str, Any]:
     """The tensors as one little-endian base64 blob plus {name: [offset in numbers, shape]}."""
-    check_weights_dtype(weights)
+    rules.choice("weights", weights, WEIGHT_DTYPES)
     tensors = {name: t.detach().float().cpu().contiguous() for name, t in state_dict.items()}
     total = sum(t.numel() for t in tensors.values())
     dtype = weights if weights != "auto" else ("float32" if 4 * total <= AUTO_FLOAT32_BYTES else "float16")
