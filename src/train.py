@@ -46,8 +46,6 @@ from omegaconf import DictConfig, OmegaConf
 from src import preflight, sweeps
 from src.cli import command, fail
 from src.data.datamodule import ShakespeareDataModule
-from src.explorer.page import write_explorer
-from src.explorer.payload import split_excerpt
 from src.model.language_model import count_parameters
 from src.model.sampling import sample_text
 from src.preflight import build_callbacks
@@ -209,6 +207,9 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_pa
         )
         log.info("sample:\n" + text)
     if cfg.explorer and best_path:
+        from src.explorer.page import write_explorer  # only here, at the end: not loaded while training
+        from src.explorer.payload import split_excerpt
+
         out = Path(cfg.paths.output_dir) / "explore.html"
         val = trainer.datamodule.splits["val"]  # the split this run validated on, as text for the page
         excerpt = split_excerpt(val, plan.tokenizer.vocab, plan.corpus.source, 2000)
