@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import os
+import re
 import types
 import typing
 from collections.abc import Callable
@@ -219,7 +220,14 @@ OPTIMIZER_SCHEMAS = {"adamw": AdamWSchema, "sgd": SGDSchema}
 def check_optimizer(opt: DictConfig) -> None:
     name = opt.name
     rules.choice("optimizer.name", name, tuple(OPTIMIZER_SCHEMAS))
-    if set(opt) != {f.name for f in dataclasses.fields(OPTIMIZER_SCHEMAS[name])}:
+    options = {f.name for f in dataclasses.fields(OPTIMIZER_SCHEMAS[name])}
+    anyones = {f.name for schema in OPTIMIZER_SCHEMAS.values() for f in dataclasses.fields(schema)}
+    unknown = sorted(set(opt) - anyones)
+    if unknown:  # a key no optimizer has (`+optimizer.extra=0`)
+        raise ConfigError(
+            f"optimizer.{unknown[0]} is not an option of optimizer={name}: its options are {', '.join(sorted(options))}"
+        )
+    if set(opt) != options:
         raise ConfigError(
             f"optimizer.name={name} keeps the options of another optimizer: "
             f"choose the optimizer with optimizer={name} instead, which brings its own options"
@@ -253,6 +261,12 @@ def check_trainer(trainer: DictConfig) -> None:
     if interval is not None:
         rules.positive_int("trainer.val_check_interval", interval, "steps between validations")
     rules.positive_int("trainer.accumulate_grad_batches", trainer.accumulate_grad_batches)
+    max_time = trainer.get("max_time")
+    if max_time is not None and not (isinstance(max_time, str) and re.fullmatch(r"\d+:\d\d:\d\d:\d\d", max_time)):
+        rules.refuse("trainer.max_time", max_time, 'null or a duration "DD:HH:MM:SS"', 'e.g. "00:12:00:00"')
+    overfit = trainer.get("overfit_batches")
+    if overfit not in (None, 0, 0.0):  # batches come from an endless random stream; validation is exact
+        rules.refuse("trainer.overfit_batches", overfit, "0", "to overfit, train on a small data.path")
     if trainer.log_every_n_steps is not None:
         rules.positive_int("trainer.log_every_n_steps", trainer.log_every_n_steps)
     clip = trainer.gradient_clip_val

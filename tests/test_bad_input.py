@@ -90,6 +90,7 @@ TRAIN_CASES = {
     "callback class missing": (["+callbacks.x._target_=nope.X"], r"callbacks.x._target_=nope.X cannot be imported"),
     "optimizer name": (["optimizer.name=adam"], r"optimizer.name must be one of adamw, sgd"),
     "optimizer name switched alone": (["optimizer.name=sgd"], r"optimizer.name=sgd keeps the options.*optimizer=sgd"),
+    "optimizer key added": (["+optimizer.extra=0"], r"optimizer.extra is not an option of optimizer=adamw"),
     "final sample beyond memory": (
         ["sample.max_new_tokens=1000000000000"],
         r"sample.max_new_tokens=1000000000000 would hold about [\d,]+ GiB of sampled text",
