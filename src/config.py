@@ -265,8 +265,10 @@ def check_trainer(trainer: DictConfig) -> None:
     if max_time is not None and not (isinstance(max_time, str) and re.fullmatch(r"\d+:\d\d:\d\d:\d\d", max_time)):
         rules.refuse("trainer.max_time", max_time, 'null or a duration "DD:HH:MM:SS"', 'e.g. "00:12:00:00"')
     overfit = trainer.get("overfit_batches")
-    if overfit not in (None, 0, 0.0):  # batches come from an endless random stream; validation is exact
-        rules.refuse("trainer.overfit_batches", overfit, "0", "to overfit, train on a small data.path")
+    if not ((rules.is_int(overfit) and overfit >= 0) or (rules.is_number(overfit) and 0.0 <= overfit <= 1.0)):
+        rules.refuse(
+            "trainer.overfit_batches", overfit, "a number of batches >= 0 or a fraction in [0, 1]", "see debug=overfit"
+        )
     if trainer.log_every_n_steps is not None:
         rules.positive_int("trainer.log_every_n_steps", trainer.log_every_n_steps)
     clip = trainer.gradient_clip_val
