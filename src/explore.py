@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -30,10 +29,10 @@ def check_out(out: Path) -> None:
         raise ValueError(f"out={out} is a folder: give a file name, e.g. out={out / 'explore.html'}")
     if not out.parent.is_dir():
         raise ValueError(f"cannot write out={out}: the folder {out.parent} does not exist")
-    try:  # the page is written beside its final name, then renamed: try exactly that
-        fd, probe = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-        os.close(fd)
-        os.unlink(probe)
+    probe = out.with_name(f".{out.name}.partial-{os.getpid()}")  # where write_page writes first
+    try:
+        probe.touch()
+        probe.unlink()
     except OSError as err:
         raise ValueError(f"cannot write out={out}: {err.strerror}; choose another out=<file.html>") from None
 

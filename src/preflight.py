@@ -36,7 +36,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from src.config import PRIMITIVES, ConfigError, check_values
-from src.data.corpus import resolve_corpus
+from src.data.corpus import first_line, resolve_corpus
 from src.data.datamodule import require_two_characters, split_lengths
 from src.data.token_cache import EncodedCorpus, open_corpus
 from src.data.tokenizer import CharTokenizer, show_characters
@@ -158,11 +158,6 @@ def resolve_prompt(key: str, prompt: str | None, tokenizer: CharTokenizer, defau
             f"use only characters of the text, or {key}=null for the text's own opening"
         )
     return prompt
-
-
-def first_line(text: str, limit: int = 40) -> str:
-    line = text.lstrip("\n").split("\n", 1)[0][:limit]
-    return line or text[:1]
 
 
 def resolve_prompts(cfg: DictConfig, tokenizer: CharTokenizer, text: str) -> dict[str, str]:

@@ -86,3 +86,9 @@ def resolve_corpus(
         return cached
     download(url, cached, sha256)
     return cached
+
+
+def first_line(text: str, limit: int = 40) -> str:
+    """A text's opening line (at most `limit` characters): the default prompt of samples and pages."""
+    line = text.lstrip("\n").split("\n", 1)[0][:limit]
+    return line or text[:1]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import html
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -34,18 +33,13 @@ def render(payload: dict[str, Any]) -> str:
 
 
 def write_page(page: str, out: Path) -> None:
-    """Write atomically: a reader (or a killed run) never sees half a page."""
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    """Write beside `out`, then rename over it: a reader (or a killed run) never sees half a page."""
+    partial = out.with_name(f".{out.name}.partial-{os.getpid()}")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(page)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # as open() would have made it, not mkstemp's owner-only mode
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        partial.write_text(page, encoding="utf-8")
+        os.replace(partial, out)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def write_explorer(

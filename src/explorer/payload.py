@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from src import rules
-from src.data.corpus import resolve_corpus
+from src.data.corpus import first_line, resolve_corpus
 from src.data.datamodule import split_lengths
 from src.data.token_cache import open_corpus
 from src.model.language_model import count_parameters
@@ -109,11 +109,6 @@ def run_history(run_dir: Path) -> dict[str, Any] | None:
     }
 
 
-def first_line(text: str, limit: int) -> str:
-    line = text.lstrip("\n").split("\n", 1)[0][:limit]
-    return line or text[:1]
-
-
 def page_payload(
     trained: Trained,
     checkpoint: Path,
@@ -133,7 +128,6 @@ def page_payload(
         "best_val_loss": best if best is not None and math.isfinite(best) else None,
         "parameters": count_parameters(trained.model),
         "config": {"kind": trained.hparams["model"].get("kind", "gpt"), **config},
-        "training": {k: v for k, v in trained.hparams.items() if k in ("optimizer", "data")},
         "vocab": trained.tokenizer.vocab,
         "weights": pack_weights(trained.model.state_dict(), weights),
         "prompt": prompt if prompt is not None else first_line(text, trained.model.context_window),
