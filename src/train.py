@@ -53,7 +53,7 @@ from src.rules import ConfigError
 from src.training.callbacks import GracefulInterrupt, TokensPerSecond, TrainingInterrupted
 from src.training.checkpoint import CheckpointError, Trained, find_checkpoint, load_trained
 from src.training.lit_gpt import LitGPT
-from src.training.tensorboard import LogHyperparams, watch_command
+from src.training.tensorboard import LogHyperparams, trial_name, watch_command
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,8 @@ def build(cfg: DictConfig, plan: preflight.Plan, module_class: type[LitGPT] = Li
         data={**{k: cfg.data[k] for k in ("path", "val_fraction", "test_fraction")}, "sha256": plan.corpus.sha256},
     )
     varied = sweeps.varied_keys()
-    hparams = LogHyperparams(tensorboard_hparams(cfg, count_parameters(lit.model), varied), varied)
+    trial = trial_name(cfg.paths.output_dir, sweeps.in_multirun())
+    hparams = LogHyperparams(tensorboard_hparams(cfg, count_parameters(lit.model), varied), varied, trial)
     shown = show_progress_bar(cfg.progress_bar)
     callbacks = [*build_callbacks(cfg, plan.prompts, shown), GracefulInterrupt(), hparams]
     # Sweep jobs are named by their overrides; ~logger: none (Lightning would otherwise add its own).

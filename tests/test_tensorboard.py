@@ -101,9 +101,31 @@ def test_hparams_lead_with_the_keys_the_command_line_set_beside_best_val_loss_bp
     assert [h.differs for h in experiment.hparam_infos] == sorted(
         (h.differs for h in experiment.hparam_infos), reverse=True
     )
+    assert hparams_plugin(accumulator, "session_start_info").session_start_info.group_name == run_dir.name
     saved = (run_dir / "tensorboard" / "hparams.yaml").read_text()
     assert "model/num_heads: 2" in saved  # not Lightning's empty file
     assert not (run_dir / ".lock").exists()  # the lock goes with the run that held it
+
+
+def test_a_seeded_sweep_shows_its_swept_keys_first_and_names_each_row_by_sweep_and_job(tmp_path):
+    sweep = tmp_path / "multirun" / "2026-11-23" / "17-18-45"  # where Hydra puts a sweep under outputs/
+    fast = ["model.num_layers=1", "trainer.max_steps=4", "trainer.val_check_interval=4"]
+    args = tiny_training(tmp_path, *fast, f"hydra.sweep.dir={sweep}")
+    result = run_cli("train", "-m", *args, "model.embedding_dim=16,32", "seed=1,2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    swept = [(16, 1), (16, 2), (32, 1), (32, 2)]
+    for job, (dim, seed) in enumerate(swept):
+        (run,) = (sweep / str(job) / "tensorboard").iterdir()
+        assert run.name == f"embedding_dim={dim},seed={seed}"  # the run selector's name ends in the swept values
+        accumulator = EventAccumulator(str(run))
+        accumulator.Reload()
+        start = hparams_plugin(accumulator, "session_start_info").session_start_info
+        # The Trial ID column (10em) shows the group's name whole: not `multirun/2026-1...`
+        assert start.group_name == f"17-18-45/{job}" and len(start.group_name) <= 16
+        assert start.hparams["model/embedding_dim"].number_value == dim and start.hparams["seed"].number_value == seed
+        infos = hparams_plugin(accumulator, "experiment").experiment.hparam_infos
+        assert [h.name for h in infos if h.differs] == ["model/embedding_dim", "seed"]  # the columns shown first
+        assert [h.name for h in infos[:2]] == ["model/embedding_dim", "seed"]
 
 
 def test_plot_attention_writes_the_figure_for_any_prompt(trained, tmp_path):

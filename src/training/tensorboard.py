@@ -9,7 +9,11 @@ custom-scalars layout draws train and val loss on one chart (the CUSTOM SCALARS 
 
 The HPARAMS tab shows five hyperparameters until you tick more: the ones marked as
 differing come first. A run marks the keys it was given on the command line (a sweep: the
-keys it sweeps), so a sweep opens on its swept keys beside the best val loss, bpc and accuracy.
+keys it sweeps), so a sweep opens on its swept keys beside the best val loss, bpc and accuracy
+(TensorBoard sorts the rest by name, and takes these marks from one run of its --logdir). Its
+Trial ID column is 10em wide and names a row by its session group, by default the run's path
+under --logdir, which the column cut to `multirun/2026-1...`; each run names its own group
+(`trial_name`).
 """
 
 from __future__ import annotations
@@ -36,6 +40,14 @@ ATTENTION_TAG = "maps/attention_layer_{layer}"
 # The HPARAMS tab's metric columns: (tag, column title).
 HPARAMS_METRICS = (("loss/val_best", "best val loss"), ("val/bpc", "val bpc"), ("val/acc", "val accuracy"))
 LAYOUT = {"loss": {"train and val loss": ["Multiline", [r"^loss/train$", r"^loss/val$"]]}}
+
+
+def trial_name(run_dir: str | Path, sweep_job: bool) -> str:
+    """The run's short name in the HPARAMS table: its folder (`17-26-00`), a sweep job's with its
+    sweep's (`17-18-45/3`: job 3 of summary.md). Runs of one name would share a row, so it keeps
+    the time to the second that Hydra's folders have."""
+    path = Path(run_dir)
+    return f"{path.parent.name}/{path.name}" if sweep_job else path.name
 
 
 def shown_path(path: str | Path) -> str:
@@ -96,9 +108,10 @@ class TensorBoard(TensorBoardLogger):
         self.experiment.add_custom_scalars(LAYOUT)
 
     @rank_zero_only
-    def log_session(self, params: Mapping[str, Any], varied: Iterable[str] = ()) -> None:
-        """Enter the run in the HPARAMS tab with `params`; the keys in `varied` (dotted, as typed:
-        `model.num_heads`) are marked as differing, so they are the columns shown at first.
+    def log_session(self, params: Mapping[str, Any], varied: Iterable[str] = (), trial: str = "") -> None:
+        """Enter the run in the HPARAMS tab with `params`, as the row `trial` (empty: its path);
+        the keys in `varied` (dotted, as typed: `model.num_heads`) are marked as differing, so
+        they are the columns shown at first.
 
         No metric value is written here (Lightning's log_hyperparams writes one at step 0): the
         metric columns read the last value of their tags, logged at each validation.
@@ -113,7 +126,7 @@ class TensorBoard(TensorBoardLogger):
             api_pb2.MetricInfo(name=api_pb2.MetricName(tag=tag), display_name=title) for tag, title in HPARAMS_METRICS
         ]
         experiment = api_pb2.Experiment(hparam_infos=infos, metric_infos=metrics, time_created_secs=time.time())
-        start = plugin_data_pb2.SessionStartInfo(start_time_secs=time.time())
+        start = plugin_data_pb2.SessionStartInfo(group_name=trial, start_time_secs=time.time())
         for name, value in flat.items():
             start.hparams[name].CopyFrom(self._proto_value(value))
         writer = self.experiment.file_writer  # SummaryWriter's public FileWriter
@@ -148,8 +161,8 @@ class LogHyperparams(L.Callback):
     """The custom-scalars layout and the run's HPARAMS entry, written at its first validation
     (the one at step 0 when there is one), so the tab lists a run as soon as it has a val loss."""
 
-    def __init__(self, params: Mapping[str, Any], varied: Iterable[str] = ()):
-        self.params, self.varied, self.logged = params, list(varied), False
+    def __init__(self, params: Mapping[str, Any], varied: Iterable[str] = (), trial: str = ""):
+        self.params, self.varied, self.trial, self.logged = params, list(varied), trial, False
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.logged or trainer.state.fn != "fit" or (trainer.sanity_checking and not validates_step_zero(trainer)):
@@ -157,5 +170,5 @@ class LogHyperparams(L.Callback):
         for logger in trainer.loggers:
             if isinstance(logger, TensorBoard):
                 logger.log_layout()
-                logger.log_session(self.params, self.varied)
+                logger.log_session(self.params, self.varied, self.trial)
         self.logged = True
