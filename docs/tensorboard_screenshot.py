@@ -5,7 +5,8 @@ Chromium (Debian's /usr/bin/chromium, or $CHROMIUM, driven by Playwright: no bro
 downloaded), unticks "Ignore outliers in chart scaling" (with a few validations it cuts off the
 val curve's first point), closes the settings pane, waits for the charts, and saves what a user
 sees first as OUT (default: docs/tensorboard.png). `--tab hparams` (or any tab's name) shows that
-tab instead. The README's picture is the TIME SERIES tab of one run.
+tab instead, `--width 1900` a wider window (the HPARAMS table's metric columns). The README's
+picture is the TIME SERIES tab of one run.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import urllib.request
 from pathlib import Path
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-VIEWPORT = {"width": 1280, "height": 760}
+HEIGHT = 760
 
 
 def free_port() -> int:
@@ -47,6 +48,7 @@ def main() -> None:
     parser.add_argument("logdir", nargs="?", default="outputs")
     parser.add_argument("out", nargs="?", default="docs/tensorboard.png")
     parser.add_argument("--tab", default="timeseries", help="timeseries, scalars, custom_scalars, hparams, ...")
+    parser.add_argument("--width", type=int, default=1280, help="the window's width in pixels")
     args = parser.parse_args()
     if not Path(args.logdir).is_dir():
         sys.exit(f"error: {args.logdir} is not a folder: train a run first (make train)")
@@ -65,7 +67,7 @@ def main() -> None:
                 executable_path=CHROMIUM,
                 args=["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking"],
             )
-            page = browser.new_page(viewport=VIEWPORT)
+            page = browser.new_page(viewport={"width": args.width, "height": HEIGHT})
             page.goto(f"{url}#{args.tab}")
             if args.tab == "timeseries":
                 page.wait_for_selector("card-view", timeout=60_000)
