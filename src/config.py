@@ -265,10 +265,9 @@ def check_trainer(trainer: DictConfig) -> None:
     if max_time is not None and not (isinstance(max_time, str) and re.fullmatch(r"\d+:\d\d:\d\d:\d\d", max_time)):
         rules.refuse("trainer.max_time", max_time, 'null or a duration "DD:HH:MM:SS"', 'e.g. "00:12:00:00"')
     overfit = trainer.get("overfit_batches")
-    if not ((rules.is_int(overfit) and overfit >= 0) or (rules.is_number(overfit) and 0.0 <= overfit <= 1.0)):
-        rules.refuse(
-            "trainer.overfit_batches", overfit, "a number of batches >= 0 or a fraction in [0, 1]", "see debug=overfit"
-        )
+    # Batches come from an endless random stream: Lightning can repeat one (debug=overfit), not take a share.
+    if overfit is not None and (not rules.is_number(overfit) or overfit not in (0, 1)):
+        rules.refuse("trainer.overfit_batches", overfit, "0 or 1", "debug=overfit trains on one batch over and over")
     if trainer.log_every_n_steps is not None:
         rules.positive_int("trainer.log_every_n_steps", trainer.log_every_n_steps)
     clip = trainer.gradient_clip_val
@@ -318,8 +317,19 @@ def check_precision(cfg: DictConfig) -> None:
         )
 
 
+def check_keys(prefix: str, node: DictConfig, schema: type) -> None:
+    """Hydra's `+key=value` adds a key even to a schema's node: refuse one the schema does not have."""
+    options = [f.name for f in dataclasses.fields(schema)]
+    unknown = sorted(set(node) - set(options))
+    if unknown:
+        raise ConfigError(f"{prefix}{unknown[0]} is not a key: remove it; the keys here are {', '.join(options)}")
+
+
 def check_values(cfg: DictConfig) -> None:
     """Ranges and relations of a composed train config; raises ConfigError naming the key."""
+    check_keys("", cfg, TrainSchema)
+    check_keys("sample.", cfg.sample, SampleSchema)
+    check_keys("sweep.", cfg.sweep, SweepSchema)
     if not (rules.is_int(cfg.seed) and 0 <= cfg.seed < 2**32):
         rules.refuse("seed", cfg.seed, "an integer in [0, 2**32)")
     rules.choice("progress_bar", str(cfg.progress_bar).lower(), ("auto", "true", "false"))

@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from src import preflight
 from src.cli import compose, dotted_keys, explain
 from src.config import ConfigError
+from src.rules import one_line
 from src.training.checkpoint import read_checkpoint
 from src.training.checkpoint_io import remove_leftovers
 from src.training.lit_gpt import NonFiniteLossError
@@ -286,7 +287,7 @@ def test_any_value_of_any_key_is_accepted_or_refused_in_one_line_naming_the_key(
     try:
         plan = preflight.plan(cfg)
     except ValueError as err:
-        message = str(err)
+        message = one_line(err)  # as the command prints it: error: <one line>
         assert "\n" not in message and key.lstrip("+").rsplit(".", 1)[-1] in message, message
         assert not run.exists()
         return

@@ -95,6 +95,20 @@ def hparam_value(value: Any) -> float | str | bool:
 class TensorBoard(TensorBoardLogger):
     """Lightning's TensorBoardLogger with the project's tag names and HPARAMS entries."""
 
+    def __init__(
+        self,
+        save_dir: str | Path,
+        name: str | None = "tensorboard",
+        version: int | str | None = "",
+        log_graph: bool = False,
+        default_hp_metric: bool = False,
+        prefix: str = "",
+        sub_dir: str | Path | None = None,
+    ) -> None:
+        # Without the parent's **kwargs (handed to SummaryWriter): a key typed as logger.<key> must be
+        # one of these, or the pre-check refuses it, instead of SummaryWriter at the first event.
+        super().__init__(save_dir, name, version, log_graph, default_hp_metric, prefix, sub_dir)
+
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
         # Lightning adds the epoch to every dict it logs; training batches are one endless
