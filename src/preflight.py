@@ -13,12 +13,14 @@ every run is checked the same way.
 from __future__ import annotations
 
 import copy
+import errno
 import fcntl
 import importlib
 import inspect
 import logging
 import os
 import re
+import shutil
 import tempfile
 import types
 import typing
@@ -43,7 +45,7 @@ from src.data.tokenizer import CharTokenizer, show_characters
 from src.model import MODELS
 from src.rules import of_type, one_line, physical_memory, window_fits
 from src.training.checkpoint import find_checkpoint, read_checkpoint
-from src.training.checkpoint_io import AtomicCheckpointIO
+from src.training.checkpoint_io import AtomicCheckpointIO, what_is_kept
 
 PROMPTED_CALLBACKS = ("sample_text", "attention_maps")
 LOCK = ".lock"
@@ -171,14 +173,20 @@ def resolve_prompts(cfg: DictConfig, tokenizer: CharTokenizer, text: str) -> dic
     return prompts
 
 
+def parameters_estimate(model: DictConfig, vocab_size: int) -> int:
+    """The model's parameter count, to within its biases and norms: 4 d^2 of attention and
+    2 r d^2 of MLP per layer, embeddings (0.70M for the default model)."""
+    d, layers = model.embedding_dim, model.get("num_layers", 1)
+    return layers * (4 + 2 * model.get("mlp_ratio", 0)) * d * d + (vocab_size + model.context_window) * d
+
+
 def memory_needed(cfg: DictConfig, vocab_size: int) -> float:
     """Bytes a training step needs, roughly: fp32 weights, gradients and AdamW's two moments (16 bytes
     per parameter) plus the activations autograd keeps (about 20 numbers per layer, width and token)."""
     m, B = cfg.model, cfg.data.batch_size
     d, T, layers = m.embedding_dim, m.context_window, m.get("num_layers", 1)
-    parameters = layers * (4 + 2 * m.get("mlp_ratio", 0)) * d * d + (vocab_size + T) * d
     activations = B * T * (layers * (20 * d + 2 * m.num_heads * T) + 2 * vocab_size)
-    return 16.0 * parameters + 4.0 * activations
+    return 16.0 * parameters_estimate(m, vocab_size) + 4.0 * activations
 
 
 def training_device(trainer_cfg: DictConfig) -> str | None:
@@ -408,6 +416,63 @@ def check_writable(directory: str | Path) -> None:
             f"cannot write the run to {path} ({err.strerror or err}): "
             f"choose a writable folder with paths.log_dir=... or hydra.run.dir=..."
         ) from None
+
+
+CHECKPOINT_EXTRA = 32 * 2**10  # a checkpoint's tokenizer, hyperparameters and loop state
+RUN_FILES = 2 * 2**20  # TensorBoard events, train.log, .hydra/, result.json: a few hundred KB at the defaults
+
+
+def checkpoint_bytes(cfg: DictConfig, vocab_size: int) -> int:
+    """One checkpoint's size: fp32 weights and the optimizer's state (AdamW: two moments; SGD: a
+    momentum buffer when it has momentum). 8.4 MB at the defaults."""
+    state = 2 if cfg.optimizer.name == "adamw" else int(bool(cfg.optimizer.get("momentum")))
+    return 4 * (1 + state) * parameters_estimate(cfg.model, vocab_size) + CHECKPOINT_EXTRA
+
+
+def disk_needed(cfg: DictConfig, vocab_size: int, run_dir: Path) -> int:
+    """Bytes a run writes at most into run_dir, beyond what is there: best.ckpt and last.ckpt, plus a
+    third copy while one is replaced (written whole beside the old one, then renamed over it), the
+    explorer page (weights inline, about 6 bytes per parameter) and RUN_FILES. A resumed run's own
+    best.ckpt and last.ckpt are already counted on the disk."""
+    checkpoint = checkpoint_bytes(cfg, vocab_size)
+    page = 6 * parameters_estimate(cfg.model, vocab_size) + 2**17 if cfg.get("explorer") else 0
+    there = sum(f.stat().st_size for f in (run_dir / "checkpoints").glob("*.ckpt") if f.is_file())
+    return max(0, 3 * checkpoint - there) + page + RUN_FILES
+
+
+def megabytes(n: float) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def check_free_space(cfg: DictConfig, vocab_size: int, run_dir: str | Path, key: str) -> None:
+    """Refuse a run whose checkpoints could not fit on the disk of run_dir (`key` names where it is
+    chosen: hydra.run.dir or paths.log_dir), before anything is written: a full disk would
+    otherwise fail the run at its first write, or at its first checkpoint after minutes."""
+    path = Path(run_dir).expanduser().absolute()
+    existing = next(p for p in [path, *path.parents] if p.exists())
+    needed, free = disk_needed(cfg, vocab_size, path), shutil.disk_usage(existing).free
+    if needed > free:
+        raise ConfigError(
+            f"not enough free space for the run in {path}: it writes about {megabytes(needed)} (best.ckpt and "
+            f"last.ckpt of {megabytes(checkpoint_bytes(cfg, vocab_size))} each, a third while one is replaced, "
+            f"the explorer page, logs), and {megabytes(free)} are free there: free "
+            f"{megabytes(needed - free)} or more, or choose another {key}=..."
+        )
+
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full(cfg: DictConfig, vocab_size: int, run_dir: Path, err: OSError) -> str:
+    """A write that found the disk full mid-run (the pre-check saw room, then something else took
+    it), in one line: where, how much the run needs, and the newest checkpoint that is kept."""
+    file = f": {err.filename}" if err.filename else ""
+    needed, free = disk_needed(cfg, vocab_size, run_dir), shutil.disk_usage(run_dir).free
+    return (
+        f"the disk of {run_dir} is full ({err.strerror or err}{file}): the run needs about {megabytes(needed)} "
+        f"more there and {megabytes(free)} are free; {what_is_kept(run_dir / 'checkpoints')} once there is room, "
+        f"or choose another hydra.run.dir"
+    )
 
 
 def lock(fd: int, run_dir: str | Path) -> None:

@@ -52,6 +52,7 @@ from src.preflight import build_callbacks
 from src.rules import ConfigError
 from src.training.callbacks import GracefulInterrupt, TokensPerSecond, TrainingInterrupted
 from src.training.checkpoint import CheckpointError, Trained, find_checkpoint, load_trained
+from src.training.checkpoint_io import CheckpointWriteError
 from src.training.lit_gpt import LitGPT
 from src.training.tensorboard import LogHyperparams, trial_name, watch_command
 
@@ -127,7 +128,11 @@ def build(cfg: DictConfig, plan: preflight.Plan, module_class: type[LitGPT] = Li
 def train(cfg: DictConfig) -> float:
     """Train as configured; return the best validation loss (what sweepers minimise)."""
     started = time.time()
-    plan = checked.pop(OmegaConf.to_yaml(cfg), None) or preflight.plan(cfg)
+    plan = checked.pop(OmegaConf.to_yaml(cfg), None)
+    if plan is None:  # a sweep job (the command line checked only its point), or a run started from Python
+        plan = preflight.plan(cfg)
+        where = "hydra.sweep.dir" if sweeps.in_multirun() else "hydra.run.dir"
+        preflight.check_free_space(cfg, plan.tokenizer.vocab_size, cfg.paths.output_dir, where)
     datamodule, lit, trainer = build(cfg, plan)
     interrupt = next(c for c in trainer.callbacks if isinstance(c, GracefulInterrupt))
     num_parameters = count_parameters(lit.model)
@@ -148,12 +153,16 @@ def train(cfg: DictConfig) -> float:
                 raise TrainingInterrupted(
                     interrupt.received, trainer.global_step, run_dir / "checkpoints" / "last.ckpt"
                 )
+            return report(cfg, plan, trainer, lit, num_parameters, time.time() - started)
         except TrainingInterrupted as stop:
             status = 130 if stop.signal_name.endswith("SIGINT") else 143
             if (run_dir / "checkpoints" / "last.ckpt").is_file():
                 fail(f"{stop}; resume with: python -m src.train ckpt_path={run_dir}", status=status)
             fail(f"{stop}: run the command again to start over", status=status)
-        return report(cfg, plan, trainer, lit, num_parameters, time.time() - started)
+        except OSError as err:  # a checkpoint's own message already says what it needed and what is kept
+            if err.errno not in preflight.DISK_FULL or isinstance(err, CheckpointWriteError):
+                raise
+            fail(preflight.disk_full(cfg, plan.tokenizer.vocab_size, run_dir, err))
 
 
 def in_memory_best(trainer: Any, lit: LitGPT) -> Trained | None:
@@ -280,7 +289,11 @@ def check_before_hydra(cfg: DictConfig, argv: list[str]) -> None:
     preflight.check_writable(run_dirs[-1] if run_dirs else cfg.paths.log_dir)
     if run_dirs and rank_zero_only.rank == 0:  # DDP's other ranks join the run that rank 0 holds
         preflight.check_not_in_use(run_dirs[-1])
-    checked[OmegaConf.to_yaml(cfg)] = preflight.plan(cfg)
+    plan = checked[OmegaConf.to_yaml(cfg)] = preflight.plan(cfg)
+    if run_dirs:
+        preflight.check_free_space(cfg, plan.tokenizer.vocab_size, run_dirs[-1], "hydra.run.dir")
+    else:  # Hydra names the run's folder under paths.log_dir when it starts
+        preflight.check_free_space(cfg, plan.tokenizer.vocab_size, cfg.paths.log_dir, "paths.log_dir")
     if run_dirs and rank_zero_only.rank == 0:
         preflight.take_run_dir(run_dirs[-1])
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -154,3 +155,27 @@ class SignalRankAt(Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         if trainer.global_rank == self.rank and trainer.global_step == self.step:
             os.kill(os.getpid(), self.signum)
+
+
+class DiskFullAt(Callback):
+    """From optimizer step `step` on, the disk is full where `where` writes: "events" (TensorBoard's
+    writer thread) or "checkpoint" (os.fsync of a checkpoint's partial file), each failing with
+    ENOSPC as a full filesystem does: `+callbacks.full._target_=tests.helpers.DiskFullAt
+    +callbacks.full.step=15 +callbacks.full.where=events`."""
+
+    def __init__(self, step: int, where: str):
+        self.step, self.where = step, where
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if trainer.global_step != self.step:
+            return
+
+        def full(*args, **kwargs):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        if self.where == "events":
+            from tensorboard.summary.writer import record_writer
+
+            record_writer.RecordWriter.write = full
+        else:
+            os.fsync = full

@@ -150,6 +150,68 @@ def test_a_parallel_sweep_with_no_workers_is_refused_before_its_directory(worksp
     assert files_under(workspace) == before
 
 
+DEFAULT_SIZES = ["model.embedding_dim=120", "model.num_layers=4", "model.num_heads=4", "model.context_window=64"]
+
+
+@pytest.mark.parametrize("key", ["hydra.run.dir", "paths.log_dir"])
+def test_a_disk_without_room_for_the_checkpoints_is_refused_before_anything_is_written(
+    workspace, key, monkeypatch, capsys
+):
+    """Issue 25: a 3 MB tmpfs as the run dir passed the pre-check, then OSError [Errno 28] from Hydra."""
+    log_dir = workspace / "outputs"
+    place = [f"hydra.run.dir={log_dir / 'run'}"] if key == "hydra.run.dir" else []
+    args = tiny_training(log_dir, *DEFAULT_SIZES, *place)
+    free = 3 * 10**6  # a 3 MB disk
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(free, 0, free))
+    before = files_under(workspace)
+    result = run_in_process(monkeypatch, capsys, train_main, args)
+    where = log_dir / "run" if key == "hydra.run.dir" else log_dir
+    assert_refused(
+        result,
+        rf"^error: not enough free space for the run in {re.escape(str(where))}: it writes about 3\d\.\d MB "
+        rf"\(best.ckpt and last.ckpt of 8\.\d MB each.*3\.0 MB are free there: free 2\d\.\d MB or more, "
+        rf"or choose another {re.escape(key)}=",
+    )
+    assert files_under(workspace) == before
+
+
+@pytest.mark.slow
+def test_the_disk_estimate_holds_a_real_checkpoint(trained):
+    run_dir, _ = trained
+    size = (run_dir / "checkpoints" / "last.ckpt").stat().st_size
+    estimate = preflight.checkpoint_bytes(compose_training(run_dir), 65)
+    assert size <= estimate <= 1.05 * size  # 358,784 for 352,197 bytes; 8.51 MB for 8.45 at the defaults
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["events", "checkpoint"])
+def test_a_disk_that_fills_during_the_run_ends_it_in_one_line_and_keeps_the_newest_checkpoint(tmp_path, where):
+    """Issue 25: the disk fills at step 15, after the step-10 checkpoints (another program took the
+    room the pre-check saw): one line, exit 2, no thread's traceback, last.ckpt of step 10 intact."""
+    run_dir = tmp_path / "run"
+    args = tiny_training(
+        tmp_path,
+        "trainer.max_steps=30",
+        "trainer.val_check_interval=10",
+        f"hydra.run.dir={run_dir}",
+        "+callbacks.full._target_=tests.helpers.DiskFullAt",
+        "+callbacks.full.step=15",
+        f"+callbacks.full.where={where}",
+    )
+    result = run_cli("train", *args)
+    last = run_dir / "checkpoints" / "last.ckpt"
+    kept = f"the newest checkpoint, {last}, is intact: resume with python -m src.train ckpt_path={last}"
+    if where == "events":
+        pattern = rf"^error: the disk of {re.escape(str(run_dir))} is full \(No space left on device\): the run needs"
+    else:
+        pattern = r"^error: \[Errno 28\] cannot write the checkpoint .*\(No space left on device; it needs 0\.\d MB"
+    assert_refused(result, pattern + rf".*{re.escape(kept)}")
+    assert "Exception in thread" not in result.stderr
+    assert torch.load(last, weights_only=False)["global_step"] == 10
+    assert not list(last.parent.glob("*.partial-*"))
+    assert (run_dir / "train.log").read_text().splitlines()[-1] == result.stderr.strip()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["unknown key", "output not writable"])
 def test_the_real_command_refuses_the_same_way(workspace, case):

@@ -33,11 +33,14 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
     torch.save(obj, buffer)
     partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
     try:
-        with open(partial, "wb") as f:
-            f.write(buffer.getbuffer())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(partial, path)
+        try:
+            with open(partial, "wb") as f:
+                f.write(buffer.getbuffer())
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(partial, path)
+        except OSError as err:  # a full or read-only disk: say where, what it needs, and what is kept
+            raise CheckpointWriteError(err.errno, unwritten(path, err, buffer.getbuffer().nbytes)) from None
     finally:
         partial.unlink(missing_ok=True)
     directory = os.open(path.parent, os.O_RDONLY)
@@ -47,15 +50,28 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
         os.close(directory)
 
 
+class CheckpointWriteError(OSError):
+    """A checkpoint that could not be written, its message naming the file, its size and what is kept."""
+
+
+def what_is_kept(directory: Path) -> str:
+    """The newest checkpoint in `directory` and how to resume from it, after a failed write."""
+    kept = sorted(directory.glob("*.ckpt"), key=lambda p: p.stat().st_mtime)
+    if not kept:
+        return "no checkpoint was written before it: run again"
+    return f"the newest checkpoint, {kept[-1]}, is intact: resume with python -m src.train ckpt_path={kept[-1]}"
+
+
+def unwritten(path: Path, err: OSError, size: int) -> str:
+    """Why a checkpoint of `size` bytes was not written to `path`, and the newest one kept beside it."""
+    return (
+        f"cannot write the checkpoint {path} ({err.strerror or err}; it needs {size / 1e6:,.1f} MB free there): "
+        f"{what_is_kept(path.parent)} once there is room, or choose another hydra.run.dir"
+    )
+
+
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Lightning's torch checkpoint IO, with atomic_torch_save for every write."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
-        try:
-            atomic_torch_save(checkpoint, path)
-        except OSError as err:  # a full or read-only disk: say where, and that nothing was lost
-            raise OSError(
-                err.errno,
-                f"cannot write the checkpoint {path} ({err.strerror or err}): free space there or choose another "
-                f"paths.log_dir; the checkpoint that was there before is intact",
-            ) from None
+        atomic_torch_save(checkpoint, path)

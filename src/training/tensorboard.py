@@ -19,6 +19,7 @@ under --logdir, which the column cut to `multirun/2026-1...`; each run names its
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -31,6 +32,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
+from tensorboard.summary.writer import event_file_writer
 
 from src.training.callbacks import validates_step_zero
 
@@ -92,6 +94,13 @@ def hparam_value(value: Any) -> float | str | bool:
     return str(value)
 
 
+def quiet_writer_thread(args: threading.ExceptHookArgs) -> None:
+    """TensorBoard's writer thread raises its error (a full disk) again in the thread that logs
+    next, where the run reports it in one line; the thread's own traceback would come first."""
+    if type(args.thread).__module__ != event_file_writer.__name__:
+        threading.__excepthook__(args)
+
+
 class TensorBoard(TensorBoardLogger):
     """Lightning's TensorBoardLogger with the project's tag names and HPARAMS entries."""
 
@@ -108,6 +117,7 @@ class TensorBoard(TensorBoardLogger):
         # Without the parent's **kwargs (handed to SummaryWriter): a key typed as logger.<key> must be
         # one of these, or the pre-check refuses it, instead of SummaryWriter at the first event.
         super().__init__(save_dir, name, version, log_graph, default_hp_metric, prefix, sub_dir)
+        threading.excepthook = quiet_writer_thread
 
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
