@@ -44,7 +44,6 @@ from src.data.token_cache import EncodedCorpus, open_corpus
 from src.data.tokenizer import CharTokenizer, show_characters
 from src.model import MODELS
 from src.rules import of_type, one_line, physical_memory, window_fits
-from src.training.checkpoint import find_checkpoint, read_checkpoint
 from src.training.checkpoint_io import AtomicCheckpointIO, what_is_kept
 
 PROMPTED_CALLBACKS = ("sample_text", "attention_maps")
@@ -386,6 +385,8 @@ def plan(cfg: DictConfig) -> Plan:
     check_accelerator(cfg.trainer)
     resume, checkpoint = None, None
     if cfg.ckpt_path is not None:  # before the text: a missing or broken checkpoint is the first thing to say
+        from src.training.checkpoint import find_checkpoint, read_checkpoint  # only a resumed run reads one
+
         resume = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir, prefer="last")
         checkpoint = read_checkpoint(resume)
     corpus = open_text(cfg.data)

@@ -31,7 +31,7 @@ import math
 import time
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import src.training.lightning_import  # noqa: F401  (first: Lightning without scipy.signal)
 
@@ -47,15 +47,15 @@ from src import preflight, sweeps
 from src.cli import command, fail
 from src.data.datamodule import ShakespeareDataModule
 from src.model.language_model import count_parameters
-from src.model.sampling import sample_text
 from src.preflight import build_callbacks
 from src.rules import ConfigError
 from src.training.callbacks import GracefulInterrupt, TokensPerSecond, TrainingInterrupted
-from src.training.checkpoint import CheckpointError, Trained, find_checkpoint, load_trained
 from src.training.checkpoint_io import CheckpointWriteError
 from src.training.lit_gpt import LitGPT
 from src.training.tensorboard import LogHyperparams, trial_name, watch_command
 
+if TYPE_CHECKING:
+    from src.training.checkpoint import Trained
 log = logging.getLogger(__name__)
 
 
@@ -168,6 +168,8 @@ def train(cfg: DictConfig) -> float:
 def in_memory_best(trainer: Any, lit: LitGPT) -> Trained | None:
     """The model in memory as best.ckpt holds it, when best.ckpt was written at the step training
     ended on (the usual case: the final validation was the best), sparing a read of the file."""
+    from src.training.checkpoint import Trained
+
     best_score = getattr(trainer.checkpoint_callback, "best_model_score", None)
     if lit.best_val_step != trainer.global_step or best_score is None or float(best_score) != lit.best_val_loss:
         return None
@@ -199,6 +201,11 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_pa
         log.info(f"fast_dev_run: val loss {best:.4f} over one batch; no checkpoint is written in this mode")
     elif validated:
         log.info(f"best val loss {best:.4f} -> {best_path}")
+    # What follows runs once, after training: its modules (the sampler, the checkpoint reader, the
+    # explorer page) are imported here, not while the run starts.
+    from src.model.sampling import sample_text
+    from src.training.checkpoint import load_trained
+
     s = cfg.sample
     trained = None  # best.ckpt, for the sample and the explorer page
     if best_path and (s.max_new_tokens > 0 or cfg.explorer):
@@ -217,7 +224,7 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_pa
         )
         log.info("sample:\n" + text)
     if cfg.explorer and best_path:
-        from src.explorer.page import write_explorer  # only here, at the end: not loaded while training
+        from src.explorer.page import write_explorer
         from src.explorer.payload import split_excerpt
 
         out = Path(cfg.paths.output_dir) / "explore.html"
@@ -242,6 +249,8 @@ def continue_run(argv: list[str]) -> list[str]:
     given = [typed_value(a) for a in argv if a.startswith("ckpt_path=")]
     if not given or given[-1] in ("null", "") or any(a in ("-m", "--multirun") or "hydra.run.dir=" in a for a in argv):
         return argv
+    from src.training.checkpoint import CheckpointError, find_checkpoint  # a run from scratch reads none
+
     log_dirs = [a.split("=", 1)[1] for a in argv if a.startswith("paths.log_dir=")]
     log_dir = log_dirs[-1] if log_dirs else Path(__file__).resolve().parent.parent / "outputs"
     try:

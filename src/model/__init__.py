@@ -18,7 +18,6 @@ from src.model.attention import (
 )
 from src.model.gpt import GPT, GPTConfig
 from src.model.language_model import CausalLanguageModel, count_parameters
-from src.model.sampling import generate
 from src.model.seed_gpt import SeedGPT, SeedGPTConfig
 from src.rules import ConfigError
 
@@ -76,7 +75,6 @@ __all__ = [
     "model_config",
     "causal_mask",
     "count_parameters",
-    "generate",
     "scaled_dot_product_attention",
     "softmax",
 ]

@@ -6,7 +6,6 @@ import lightning as L
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 
-from src.model.sampling import sample_text
 from src.rules import sample_fits, sampling
 from src.training.tensorboard import ATTENTION_TAG
 
@@ -33,6 +32,8 @@ class SampleText(L.Callback):
         writer = tensorboard(trainer)
         if writer is None or trainer.state.fn != "fit":
             return
+        from src.model.sampling import sample_text  # the sampler only once there is a sample to write
+
         text = sample_text(
             pl_module.model, pl_module.tokenizer, self.prompt, self.max_new_tokens, self.temperature, seed=self.seed
         )
