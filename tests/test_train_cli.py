@@ -100,4 +100,5 @@ def test_without_a_terminal_progress_lines_show_and_the_log_keeps_every_printed_
         assert line in log, line
     watch = next(line for line in out.splitlines() if line.startswith("watch it: "))
     assert watch.endswith(f"bin/tensorboard --logdir {tmp_path}")  # runs without activating the venv
+    assert log.splitlines()[-1] == watch  # the log is whole: the process exits without teardown, logs flushed
     assert not (run_dir / ".lock").exists()
