@@ -1,6 +1,7 @@
 """`python -m benchmarks.train_speed --only budget [--nanogpt PATH] [--rounds N] [--steps N]
-[--budget all|steps|whole]`: what a run pays for beyond the model's maths, at nanoGPT's CPU baby
-config (`experiment=nanogpt_cpu`); --budget picks the per-step part, the whole-run part or both.
+[--budget all|steps|whole] [--equal-validation]`: what a run pays for beyond the model's maths, at
+nanoGPT's CPU baby config (`experiment=nanogpt_cpu`); --budget picks the per-step part, the
+whole-run part or both.
 
 Per step: the run exactly as `python -m src.train` builds it (src/train.py's build(): the same
 DataModule, model, callbacks, logger and trainer, the progress bar on as on a terminal), fitted
@@ -15,7 +16,9 @@ variant's figure is the median over the steps after the 20th of the wall between
 Whole run: `python -m src.train experiment=nanogpt_cpu trainer.max_steps=500` (validations at
 250 and 500, exact; TensorBoard media; checkpoints; the final sample) and nanoGPT's documented CPU
 run of 500 iterations, alternating, process start to exit, split into the parts of
-benchmarks/whole_run.py.
+benchmarks/whole_run.py. With --equal-validation each round also runs ours validating as many
+positions as nanoGPT's evaluation forwards (`data.val_tokens`, EQUAL_VALIDATION), the rest as is:
+what the run costs beside nanoGPT's when its validation does the same work.
 """
 
 from __future__ import annotations
@@ -45,6 +48,19 @@ CALLBACKS = (
 )
 MECHANISMS = ("GracefulInterrupt", "LogHyperparams", "logger", "step logging", "NaN watch")
 VARIANTS = ("the run", *(f"no {c}" for c in (*CALLBACKS, *MECHANISMS)), "none of them", "bare loop")
+
+
+def nanogpt_eval_positions(args: list[str]) -> int:
+    """The positions one nanoGPT evaluation forwards: eval_iters batches from each of train and val."""
+    value = dict(a.removeprefix("--").split("=", 1) for a in args if a.startswith("--") and "=" in a)
+    return 2 * int(value["eval_iters"]) * int(value["batch_size"]) * int(value["block_size"])
+
+
+def equal_validation() -> list[str]:
+    """Our overrides for a validation of nanoGPT's size: its first N + 1 val characters hold N targets."""
+    from benchmarks.nanogpt import NANOGPT_ARGS
+
+    return [f"data.val_tokens={nanogpt_eval_positions(NANOGPT_ARGS) + 1}"]
 
 
 def step_ms(variant: str, steps: int) -> float:
@@ -117,7 +133,8 @@ def run(args: Any, workdir: Path) -> dict[str, Any]:
 
     names = [*VARIANTS, *(["nanoGPT"] if args.nanogpt else [])] if args.budget in ("all", "steps") else []
     rounds: dict[str, list[float]] = {name: [] for name in names}
-    ours_runs, nano_runs = [], []
+    ours_runs, nano_runs, equal_runs = [], [], []
+    steps_override = [f"trainer.max_steps={WHOLE_RUN_STEPS}"]
     for r in range(args.rounds):
         for name in names:
             if name == "nanoGPT":
@@ -132,8 +149,11 @@ def run(args: Any, workdir: Path) -> dict[str, Any]:
             print(f"  round {r + 1} per step: " + ", ".join(f"{n} {v[-1]:.1f}" for n, v in rounds.items()), flush=True)
         if args.budget == "steps":
             continue
-        ours_runs.append(whole_run.ours(workdir, nanogpt.ROOT, [f"trainer.max_steps={WHOLE_RUN_STEPS}"]))
+        ours_runs.append(whole_run.ours(workdir, nanogpt.ROOT, steps_override))
         print(f"  round {r + 1} whole run: ours {ours_runs[-1]['wall_s']:.1f} s", end="", flush=True)
+        if args.equal_validation:
+            equal_runs.append(whole_run.ours(workdir, nanogpt.ROOT, [*steps_override, *equal_validation()]))
+            print(f", ours validating nanoGPT's tokens {equal_runs[-1]['wall_s']:.1f} s", end="", flush=True)
         if args.nanogpt:
             nano_args = [*nanogpt.NANOGPT_ARGS, f"--max_iters={WHOLE_RUN_STEPS}"]
             nano_runs.append(whole_run.nanogpt(args.nanogpt, workdir, nano_args))
@@ -142,9 +162,14 @@ def run(args: Any, workdir: Path) -> dict[str, Any]:
     result: dict[str, Any] = {"ms_per_step": {n: statistics.median(v) for n, v in rounds.items()}, "rounds": rounds}
     if ours_runs:
         result["whole_run"] = {"ours": whole_run.median_run(ours_runs)}
+    if equal_runs:
+        result["whole_run"]["ours_equal_validation"] = whole_run.median_run(equal_runs)
     if nano_runs:
         result["whole_run"]["nanogpt"] = whole_run.median_run(nano_runs)
         result["whole_run"]["ratios"] = [n["wall_s"] / o["wall_s"] for o, n in zip(ours_runs, nano_runs, strict=True)]
+        if equal_runs:
+            pairs = zip(equal_runs, nano_runs, strict=True)
+            result["whole_run"]["ratios_equal_validation"] = [n["wall_s"] / o["wall_s"] for o, n in pairs]
     return result
 
 
@@ -186,6 +211,18 @@ def table_rows(result: dict[str, Any]) -> list[str]:
         if phase == "wall" and other:
             ratio = f"{statistics.median(whole['ratios']):.2f}x (median of the rounds' ratios)"
         rows.append(f"| budget, baby run of {WHOLE_RUN_STEPS} steps: {phase}, s | {mine:.2f} | {shown} | {ratio} |")
+    if equal := whole.get("ours_equal_validation"):
+        for phase in ("validation", "wall"):
+            mine = equal["wall_s"] if phase == "wall" else equal["phases"][phase]
+            theirs = (other["wall_s"] if phase == "wall" else other["phases"][phase]) if other else None
+            shown = "n/a" if theirs is None else f"{theirs:.2f}"
+            ratio = ""
+            if phase == "wall" and other:
+                ratio = f"{statistics.median(whole['ratios_equal_validation']):.2f}x (median of the rounds' ratios)"
+            rows.append(
+                f"| budget, baby run of {WHOLE_RUN_STEPS} steps validating nanoGPT's positions: {phase}, s "
+                f"| {mine:.2f} | {shown} | {ratio} |"
+            )
     return rows
 
 

@@ -425,6 +425,11 @@ def main() -> None:
     parser.add_argument(
         "--budget", choices=("all", "steps", "whole"), default="all", help="budget: per step, whole run or both"
     )
+    parser.add_argument(
+        "--equal-validation",
+        action="store_true",
+        help="budget, whole run: also run ours validating as many positions as nanoGPT's evaluation forwards",
+    )
     parser.add_argument("--data-gb", type=float, default=1.0, help="size of the text of the data section")
     args = parser.parse_args()
     if args.nanogpt and not (args.nanogpt / "train.py").is_file():
