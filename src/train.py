@@ -52,7 +52,7 @@ from src.rules import ConfigError
 from src.training.callbacks import GracefulInterrupt, TokensPerSecond, TrainingInterrupted
 from src.training.checkpoint_io import CheckpointWriteError
 from src.training.lit_gpt import LitGPT
-from src.training.tensorboard import LogHyperparams, trial_name, watch_command
+from src.training.tensorboard import LogHyperparams, TensorBoard, trial_name, watch_command
 
 if TYPE_CHECKING:
     from src.training.checkpoint import Trained
@@ -234,7 +234,8 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_pa
             Path(best_path), out, cfg.paths.data_dir, plan.prompts["sample"], trained=trained, excerpt=excerpt
         )
         log.info(f"see inside it: open {page.resolve().as_uri()}")
-    if not sweeps.in_multirun():  # a sweep says it once, for all its jobs (SweepSummary)
+    # A sweep says it once, for all its jobs (SweepSummary); fast_dev_run and logger=null write no events.
+    if not sweeps.in_multirun() and any(isinstance(logger, TensorBoard) for logger in trainer.loggers):
         log.info(f"watch it: {watch_command(cfg.paths.log_dir)}")
     return best
 
