@@ -54,6 +54,7 @@ warnings.filterwarnings("ignore", message="Checkpoint directory .* exists and is
 def fail(message: str, status: int = 2) -> None:
     """`error: <message>` on stderr, and in the run's train.log when a run has one open; then exit."""
     line = f"error: {message}"
+    logging.raiseExceptions = False  # a log that cannot take the line (a full disk) adds no traceback to it
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.FileHandler):
             handler.emit(logging.makeLogRecord({"msg": line, "levelno": logging.ERROR, "levelname": "ERROR"}))

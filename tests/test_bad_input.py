@@ -1,5 +1,9 @@
 """Every bad input ends in one line that names the fix, a non-zero exit, and nothing written."""
 
+import errno
+import io
+import logging
+import os
 import re
 import shutil
 import subprocess
@@ -10,7 +14,7 @@ import pytest
 import torch
 
 from src import preflight
-from src.cli import compose
+from src.cli import compose, fail
 from src.train import continue_run
 from src.train import main as train_main
 from tests.helpers import compose_training, run_cli, shakespeare_file, tiny_training
@@ -173,6 +177,23 @@ def test_a_disk_without_room_for_the_checkpoints_is_refused_before_anything_is_w
         rf"or choose another {re.escape(key)}=",
     )
     assert files_under(workspace) == before
+
+
+def test_the_error_line_stays_one_line_when_train_log_cannot_take_it(tmp_path, monkeypatch, capsys):
+    """A full disk can refuse train.log's copy of the error line too: no '--- Logging error ---' traceback."""
+
+    class FullDisk(io.StringIO):
+        def write(self, text):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    handler = logging.FileHandler(tmp_path / "train.log", delay=True)
+    handler.stream = FullDisk()
+    monkeypatch.setattr(logging, "raiseExceptions", True)
+    monkeypatch.setattr(logging.getLogger(), "handlers", [handler])
+    with pytest.raises(SystemExit) as stopped:
+        fail("the disk of run is full")
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err == "error: the disk of run is full\n"
 
 
 @pytest.mark.slow
