@@ -188,7 +188,7 @@ def number(value: Any, fmt: str) -> str:
 
 
 def format_table(rows: list[dict[str, Any]], residuals: dict[int, float] | None = None) -> str:
-    columns = ["job", "overrides", "parameters", "best val loss", "bpc", "tokens/s", "wall", "status"]
+    columns = ["job", "overrides", "parameters", "best val loss", "bpc", "tokens/s (run)", "wall", "status"]
     if residuals:
         columns.insert(4, "fit residual")
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]

@@ -126,6 +126,8 @@ def test_a_seeded_sweep_shows_its_swept_keys_first_and_names_each_row_by_sweep_a
         infos = hparams_plugin(accumulator, "experiment").experiment.hparam_infos
         assert [h.name for h in infos if h.differs] == ["model/embedding_dim", "seed"]  # the columns shown first
         assert [h.name for h in infos[:2]] == ["model/embedding_dim", "seed"]
+    # summary.md's tokens/s is the whole run's, named so beside the validation lines' latest interval
+    assert "| tokens/s (run) |" in (sweep / "summary.md").read_text()
 
 
 def test_plot_attention_writes_the_figure_for_any_prompt(trained, tmp_path):
