@@ -37,13 +37,14 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
+from src import sweeps
 from src.config import PRIMITIVES, ConfigError, check_values
 from src.data.corpus import first_line, resolve_corpus
 from src.data.datamodule import require_two_characters, split_lengths
 from src.data.token_cache import EncodedCorpus, open_corpus
 from src.data.tokenizer import CharTokenizer, show_characters
 from src.model import MODELS
-from src.rules import of_type, one_line, physical_memory, window_fits
+from src.rules import RunDirInUse, of_type, one_line, physical_memory, window_fits
 from src.training.checkpoint_io import AtomicCheckpointIO, what_is_kept
 
 PROMPTED_CALLBACKS = ("sample_text", "attention_maps")
@@ -112,12 +113,22 @@ def check_resume(checkpoint: dict[str, Any], path: Path, cfg: DictConfig, corpus
             f"or start a new run without ckpt_path"
         )
     step = checkpoint.get("global_step", 0)
-    if step >= cfg.trainer.max_steps:
+    if step >= cfg.trainer.max_steps and not unrecorded_end(path):
         raise ConfigError(
             f"{path} has already trained {step} steps and trainer.max_steps={cfg.trainer.max_steps}: "
             f"there is nothing left to train; set trainer.max_steps above {step} to continue"
         )
     return tokenizer
+
+
+def unrecorded_end(path: Path) -> bool:
+    """Whether `path` is the last.ckpt of a run killed after its last step and before its result.json said
+    so (`kill -9` in those milliseconds): resuming it trains nothing, and records the run's end."""
+    run_dir = path.parent.parent
+    record = sweeps.read_result(run_dir)
+    return (
+        path.name == "last.ckpt" and path.parent.name == "checkpoints" and (record is None or sweeps.resumable(record))
+    )
 
 
 def check_same_text(saved: dict[str, Any], path: Path, cfg: DictConfig, corpus: EncodedCorpus) -> None:
@@ -481,7 +492,7 @@ def lock(fd: int, run_dir: str | Path) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        raise ConfigError(
+        raise RunDirInUse(
             f"another training is running in {run_dir}: wait for it to end, or choose another hydra.run.dir"
         ) from None
 

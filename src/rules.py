@@ -19,6 +19,10 @@ class ConfigError(ValueError):
     """A value the schema's types allow but the run cannot use; the message names the key and the fix."""
 
 
+class RunDirInUse(ConfigError):
+    """Another live training holds the run directory: a sweep job refused so leaves its record alone."""
+
+
 def one_line(err: BaseException) -> str:
     """An exception's message on one line, as `error: ...` prints it."""
     text = " ".join(str(err).split())

@@ -7,8 +7,13 @@ Hydra callback) hands the jobs' results to src/sweep_analysis.py (a table of eve
 mean and spread, a power law fitted to loss against model size: `summary.md` in the sweep
 directory) and to src/plots.py (`summary.png`).
 
-Under `hydra/launcher=parallel` (Hydra's joblib launcher) jobs run concurrently in worker
-processes: each job takes its share of the CPU cores, or its own GPU (configure_job_resources).
+Under `hydra/launcher=parallel` jobs run concurrently in worker processes (launch_parallel): each
+job takes its share of the CPU cores, or its own GPU (configure_job_resources).
+
+A sweep stops as a run does: SIGINT or SIGTERM to its main process stops the jobs in flight between
+two steps (each saves its last.ckpt), starts no other, summarises the jobs it launched and says so
+in one line (exit 130 or 143); rerunning the same command resumes the stopped jobs. A worker whose
+main process is gone (`kill -9`) saves and stops; a worker killed itself fails its job alone.
 """
 
 from __future__ import annotations
@@ -20,12 +25,15 @@ import json
 import logging
 import math
 import os
+import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +47,10 @@ from src import rules
 
 log = logging.getLogger(__name__)
 RESULT = "result.json"
-# Overrides that say where or how a job runs, not what it trains: never part of a run name.
+# Overrides that say where or how a job runs, not what it trains: never part of a run name, nor of
+# what makes two jobs the same job (a sweep job resumed with `python -m src.train ckpt_path=<job>`).
 NOT_HYPERPARAMETERS = ("paths.", "hydra.", "ckpt_path", "overwrite", "progress_bar", "sample.", "sweep.")
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # What a sweep job skips unless `sweep.media=true` or the command line sets these keys itself:
 # media cost more than a small job's training, and a sweep is read from its summary.
 MEDIA_OFF = {
@@ -94,17 +104,40 @@ def run_name() -> str:
     """What distinguishes this job in TensorBoard: `num_heads=4,embedding_dim=128`."""
     if not in_multirun():
         return ""
-    hydra_cfg = HydraConfig.get()
-    overrides = [o for o in job_overrides() if not o.startswith(NOT_HYPERPARAMETERS)]
-    swept = swept_keys(hydra_cfg)
+    return name_of(job_overrides(), swept_keys(HydraConfig.get()))
+
+
+def name_of(overrides: Sequence[str], swept: set[str] | frozenset[str]) -> str:
+    """A job's run name from its overrides: the swept ones (or all that set hyperparameters), short keys."""
+    overrides = [o for o in overrides if not o.startswith(NOT_HYPERPARAMETERS)]
     chosen = [o for o in overrides if o.split("=", 1)[0] in swept] or overrides
     return ",".join(o.split("=", 1)[0].rsplit(".", 1)[-1] + "=" + o.split("=", 1)[1] for o in chosen)
 
 
+def same_job(recorded: Sequence[str] | None, overrides: Sequence[str]) -> bool:
+    """Whether a job directory's record is this job's: the same hyperparameters, wherever and however it
+    ran (a record without overrides predates them: taken as this job's)."""
+
+    def hyperparameters(given: Sequence[str]) -> list[str]:
+        return sorted(o for o in given if not o.lstrip("+~").startswith(NOT_HYPERPARAMETERS))
+
+    return recorded is None or hyperparameters(recorded) == hyperparameters(overrides)
+
+
+def resumable(record: dict[str, Any]) -> bool:
+    """A record of a job that stopped before its end and may go on from its last.ckpt: still running
+    when its process died, stopped by a signal, or failed because its worker was killed."""
+    return record.get("status") in ("running", "interrupted") or bool(record.get("resumable"))
+
+
 def write_result(output_dir: str | Path, result: dict[str, Any]) -> None:
+    """This job's record, with its overrides and run name."""
+    write_record(Path(output_dir), {"overrides": job_overrides(), "run_name": run_name(), **result})
+
+
+def write_record(job_dir: Path, record: dict[str, Any]) -> None:
     """Atomically: the other ranks of a SLURM job read it while rank 0 writes it (run_job)."""
-    path = Path(output_dir) / RESULT
-    record = {"overrides": job_overrides(), "run_name": run_name(), **result}
+    path = job_dir / RESULT
     partial = path.with_name(f".{RESULT}.{os.getpid()}")
     partial.write_text(json.dumps(record, indent=2, default=float))
     os.replace(partial, path)
@@ -246,15 +279,18 @@ def sweep_size(hydra_cfg: DictConfig) -> int | None:
 
 
 def concurrent_jobs(hydra_cfg: DictConfig) -> int:
-    """Jobs of this sweep that run at the same time: 1 unless the launcher is Hydra's joblib launcher."""
+    """Jobs of this sweep that run at the same time: 1 unless the launcher is hydra/launcher=parallel."""
     launcher = hydra_cfg.launcher
-    if not str(launcher.get("_target_", "")).endswith("JoblibLauncher"):
+    if not str(launcher.get("_target_", "")).endswith(("JoblibLauncher", "ParallelLauncher")):
         return 1
-    n_jobs = int(launcher.n_jobs)
-    if n_jobs < 0:  # joblib's convention: -1 is every core, -2 all but one, ...
+    return worker_count(int(launcher.n_jobs), sweep_size(hydra_cfg))
+
+
+def worker_count(n_jobs: int, jobs: int | None) -> int:
+    """Jobs at once for joblib's n_jobs (-1: every core, -2: all but one, ...), at most the sweep's jobs."""
+    if n_jobs < 0:
         n_jobs = cpu_cores() + 1 + n_jobs
-    size = sweep_size(hydra_cfg)
-    return max(1, min(n_jobs, size) if size else n_jobs)
+    return max(1, min(n_jobs, jobs) if jobs else n_jobs)
 
 
 @dataclass
@@ -405,41 +441,96 @@ def ranks_start_as_this_job(cfg: DictConfig) -> Iterator[None]:
         os.environ.update(environment)
 
 
-REFUSED: list[int] = []  # jobs of this sweep whose directory held another job (basic launcher: this process)
+@dataclass
+class ThisSweep:
+    """The multirun this process runs as its main process: its config, the jobs it launched (number ->
+    overrides), those that returned no loss here (failed, or refused), and the signal that stopped it."""
+
+    config: DictConfig | None = None
+    launched: dict[int, list[str]] = field(default_factory=dict)
+    returned_none: set[int] = field(default_factory=set)
+    stopped: str | None = None
+
+
+@dataclass
+class WorkerState:
+    """A parallel sweep's worker: whether a job runs in it, and a stop asked of it between jobs."""
+
+    in_job: bool = False
+    stop: str | None = None
+
+
+SWEEP = ThisSweep()
+WORKER = WorkerState()
+
+
+class SweepStopped(BaseException):
+    """SIGINT or SIGTERM to a parallel sweep's worker while its job is not training (loading, planning,
+    the step-0 validation): the job stops where it is, with nothing unsaved. A BaseException, so that
+    no library's `except Exception` keeps it from run_job."""
+
+
+def stop_job(signum: int, frame: Any) -> None:
+    """A worker's handler outside training (GracefulInterrupt's takes over while a job trains)."""
+    name = signal.Signals(signum).name
+    WORKER.stop = WORKER.stop or name
+    if WORKER.in_job:
+        raise SweepStopped(name)
+
+
+def stop_sweep(signum: int, frame: Any) -> None:
+    """The main process's handler outside a job's training (between jobs, while one loads): nothing is
+    unsaved, so the sweep stops now, with its summary. A second signal while it is written stops at once."""
+    name = signal.Signals(signum).name
+    if SWEEP.stopped is not None:
+        print(f"error: second {name} while the sweep stopped: stopped at once", file=sys.stderr)
+        os._exit(128 + signum)
+    assert SWEEP.config is not None
+    finish(SWEEP.config, name)
+
+
+def exit_status(signal_name: str) -> int:
+    return 128 + (signal.SIGINT if signal_name.endswith("SIGINT") else signal.SIGTERM)
 
 
 def run_job(cfg: DictConfig, train: Callable[[DictConfig], float]) -> float | None:
-    """One sweep job: skip it if it already finished, resume it if it was interrupted, contain its failure.
+    """One sweep job: skip it if it already finished, resume it if it was stopped, contain its failure.
 
-    Under hydra/launcher=slurm every task of a DDP job runs this; only rank 0 writes result.json,
-    with its decision, and each other rank decides alike: from the record rank 0 started from, or,
-    if rank 0 has already written this attempt's record, from rank 0's decision in it.
+    A job is known by its overrides (same_job), not its number: a directory holding another job's
+    run is kept and this job refused. Under hydra/launcher=slurm every task of a DDP job runs this;
+    only rank 0 writes result.json, with its decision, and each other rank decides alike: from the
+    record rank 0 started from, or, if rank 0 has already written this attempt's record, from rank
+    0's decision in it.
     """
+    from src.training.callbacks import TrainingInterrupted  # Lightning: only once a job runs
+
     output_dir = Path(HydraConfig.get().runtime.output_dir)
+    number = HydraConfig.get().job.num
+    if WORKER.stop is not None:  # a parallel sweep's worker, stopped before this job began: not started
+        raise SweepStopped(WORKER.stop)
+    SWEEP.launched.setdefault(number, job_overrides())
     rank_zero, attempt = launched_rank() == 0, "/".join(launched_run() or ()) or None
     done = read_result(output_dir)
     if not rank_zero and attempt is not None and done is not None and done.get("attempt") == attempt:
         resume = done.get("resumed_from")
     else:
-        if done is not None and done.get("overrides") not in (None, job_overrides()) and not cfg.overwrite:
-            # A job is known by its overrides, not its number: another grid's job 0 is not this one.
-            REFUSED.append(HydraConfig.get().job.num)
+        if done is not None and not same_job(done.get("overrides"), job_overrides()) and not cfg.overwrite:
+            SWEEP.returned_none.add(number)
             print(
-                f"error: job {HydraConfig.get().job.num} ({run_name()}): {output_dir} holds another job "
+                f"error: job {number} ({run_name()}): {output_dir} holds another job "
                 f"({' '.join(done['overrides'])}): kept; choose a new hydra.sweep.dir, or overwrite=true to replace it",
                 file=sys.stderr,
             )
             return None
-        same_job = done is not None and done.get("overrides") == job_overrides() and not cfg.overwrite
-        if same_job and done.get("status") == "ok":
+        if done is not None and not cfg.overwrite and done.get("status") == "ok":
             log.info(
                 f"{output_dir} already finished (best val loss {done['best_val_loss']:.4f}): kept; "
                 f"overwrite=true reruns it"
             )
             return done["best_val_loss"]
         last = output_dir / "checkpoints" / "last.ckpt"
-        interrupted = same_job and done.get("status") == "running" and last.is_file() and cfg.ckpt_path is None
-        resume = str(last) if interrupted else None
+        stopped = done is not None and not cfg.overwrite and resumable(done)
+        resume = str(last) if stopped and last.is_file() and cfg.ckpt_path is None else None
     if resume is not None:
         log.info(f"{output_dir} was interrupted: resuming it from {resume}")
         cfg = copy.deepcopy(cfg)
@@ -448,33 +539,268 @@ def run_job(cfg: DictConfig, train: Callable[[DictConfig], float]) -> float | No
     if rank_zero:  # what a rerun finds if this job is interrupted
         write_result(output_dir, {"status": "running", "attempt": attempt, "resumed_from": resume})
     resources = None
+    WORKER.in_job = True
     try:
+        if WORKER.stop is not None:  # asked just before in_job said so
+            raise SweepStopped(WORKER.stop)
         resources = configure_job_resources(cfg)
         with ranks_start_as_this_job(cfg):
             return train(sweep_defaults(cfg))
+    except (TrainingInterrupted, SweepStopped) as stop:
+        name = stop.signal_name if isinstance(stop, TrainingInterrupted) else str(stop)
+        message = str(stop) if isinstance(stop, TrainingInterrupted) else f"{name} before training: nothing to save"
+        WORKER.in_job = False
+        job_stopped(output_dir, name, message, rank_zero)
+        return None
     except Exception as err:  # any failure stays inside this job; the sweep goes on
+        SWEEP.returned_none.add(number)
         reason = " ".join(str(err).split()) or type(err).__name__
         if not isinstance(err, (ValueError, OSError)):  # not bad input: keep the trace for debugging
             log.error("".join(traceback.format_exception(err)))
             reason = f"{type(err).__name__}: {reason}"
-        print(f"error: job {HydraConfig.get().job.num} ({run_name()}): {reason}", file=sys.stderr)
-        if rank_zero:
+        print(f"error: job {number} ({run_name()}): {reason}", file=sys.stderr)
+        if rank_zero and not isinstance(err, rules.RunDirInUse):  # that directory's record is the live run's
             write_result(output_dir, {"status": "failed", "reason": reason})
         return None
     finally:
+        WORKER.in_job = False
         if resources is not None:
             resources.release()  # the next job may take this GPU
 
 
-class SweepSummary(Callback):
-    """At the end of a multirun: the table of all jobs (printed and in summary.md) and a plot."""
+def job_stopped(output_dir: Path, signal_name: str, message: str, record: bool) -> None:
+    """A signal (or the end of the main process) stopped this job: say so in its log, record it (rank
+    0) for a rerun to resume, then end the sweep here (basic launcher) or hand back to the main process."""
+    from src.training.callbacks import PARENT_GONE
 
-    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        sweep_dir = Path(config.hydra.sweep.dir)
+    log.info(f"job {HydraConfig.get().job.num} ({run_name()}): {message}")  # the console and the job's train.log
+    if record and (read_result(output_dir) or {}).get("status") != "ok":  # not if it had just finished
+        write_result(output_dir, {"status": "interrupted", "reason": message})
+    if signal_name == PARENT_GONE:  # nobody is left to take this worker's result: it ends here
+        logging.shutdown()
+        os._exit(1)
+    if SWEEP.config is not None:  # this is the sweep's main process (basic launcher): it stops here
+        finish(SWEEP.config, signal_name)
+
+
+def start_worker(parent: int) -> None:
+    """A parallel sweep's worker, as it starts. Its own process group, so that a terminal's Ctrl-C reaches
+    the main process only, which passes it on once (twice would stop a job without saving); stop_job
+    for signals outside training; and a watch on the main process: a worker between two jobs whose
+    main process is gone (`kill -9`) ends (one training a job saves and stops: GracefulInterrupt). The
+    log's tqdm.write takes a thread lock, not tqdm's default named semaphore, which a worker killed
+    with `kill -9` would leave for the resource tracker to report as leaked, on the sweep's stderr."""
+    import threading
+
+    from tqdm import tqdm
+
+    os.setpgrp()
+    for s in SIGNALS:
+        signal.signal(s, stop_job)
+    tqdm.set_lock(threading.RLock())
+
+    def watch() -> None:
+        while os.getppid() == parent or WORKER.in_job:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="watch-main-process", daemon=True).start()
+
+
+class WorkerPool:
+    """`size` loky executors of one worker process each, for hydra/launcher=parallel.
+
+    One executor of `size` workers (joblib's) treats a worker's death as its own breakage: it kills
+    the other workers and fails every job not yet returned (a TerminatedWorkerError traceback). Here a
+    worker that dies (`kill -9`, the OOM killer) breaks its own executor only: its job fails alone and
+    the next job starts a fresh worker. Workers are reused from job to job, as joblib's are.
+    """
+
+    def __init__(self, size: int):
+        self.executors: list[Any] = [None] * size
+        self.workers: list[Any] = [None] * size  # each executor's worker process
+        self.stopped: str | None = None
+
+    def submit(self, slot: int, fn: Callable[..., Any], *args: Any) -> Future:
+        from joblib.externals.loky import ProcessPoolExecutor
+        from joblib.externals.loky.backend.context import get_context
+        from joblib.externals.loky.process_executor import BrokenProcessPool
+
+        from src.training.callbacks import PARENT_ENV
+
+        if self.executors[slot] is None:  # the main process's pid, for GracefulInterrupt to watch
+            self.executors[slot] = ProcessPoolExecutor(
+                max_workers=1,
+                context=get_context("loky"),
+                initializer=start_worker,
+                initargs=(os.getpid(),),
+                env={PARENT_ENV: str(os.getpid())},
+            )
+        try:
+            future = self.executors[slot].submit(fn, *args)
+        except BrokenProcessPool:  # its worker died between two jobs
+            self.replace(slot)
+            return self.submit(slot, fn, *args)
+        # loky keeps an executor's workers in _processes (its own reusable executor reads them there);
+        # the worker is started by submit
+        self.workers[slot] = next(iter(self.executors[slot]._processes.values()), self.workers[slot])
+        return future
+
+    def forward(self, signum: int, frame: Any) -> None:
+        """The main process's handler while its workers train: pass the signal to each worker, which
+        stops its job between two steps (a second signal: at once); start no other job."""
+        self.stopped = self.stopped or signal.Signals(signum).name
+        for worker in self.workers:
+            if worker is not None and worker.exitcode is None:
+                try:
+                    os.kill(worker.pid, signum)
+                except ProcessLookupError:
+                    pass
+
+    def replace(self, slot: int) -> str:
+        """After the worker of `slot` died: how it ended; the next job of the slot starts a new one."""
+        worker = self.workers[slot]
+        code = None
+        if worker is not None:
+            worker.join(timeout=10)
+            code = worker.exitcode
+        self.executors[slot].shutdown(wait=False)
+        self.executors[slot] = self.workers[slot] = None
+        return f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
+
+    def shutdown(self) -> None:
+        for executor in self.executors:
+            if executor is not None:
+                executor.shutdown(wait=True)
+
+
+def launch_parallel(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
+    """hydra/launcher=parallel (hydra_plugins/scratchgpt_launcher.py): Hydra's joblib launcher's jobs
+    (its execute_job) on loky workers, `hydra.launcher.n_jobs` at a time (the one joblib key it reads),
+    with a sweep's faults contained (WorkerPool; SIGINT and SIGTERM: WorkerPool.forward)."""
+    from hydra.core.singleton import Singleton
+    from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
+    from hydra_plugins.hydra_joblib_launcher._core import execute_job
+    from joblib.externals.loky.process_executor import BrokenProcessPool
+
+    setup_globals()
+    configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
+    sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    pool = WorkerPool(worker_count(int(launcher.joblib["n_jobs"]), len(job_overrides)))
+    log.info(f"Launching {len(job_overrides)} jobs, {len(pool.executors)} at a time, sweep output dir : {sweep_dir}")
+    waiting = deque((initial_job_idx + i, list(o)) for i, o in enumerate(job_overrides))
+    for number, overrides in waiting:
+        log.info(f"\t#{number} : {' '.join(filter_overrides(overrides))}")
+    state = Singleton.get_state()
+    running: dict[Future, tuple[int, int]] = {}  # future -> (job number, slot)
+    returns: dict[int, JobReturn] = {}
+    previous = {s: signal.getsignal(s) for s in SIGNALS}
+    for s in SIGNALS:
+        signal.signal(s, pool.forward)
+    try:
+        while running or (waiting and pool.stopped is None):
+            busy = {slot for _, slot in running.values()}
+            for slot in range(len(pool.executors)):
+                if slot not in busy and waiting and pool.stopped is None:
+                    number, overrides = waiting.popleft()
+                    SWEEP.launched[number] = overrides
+                    args = (number, overrides, launcher.hydra_context, launcher.config, launcher.task_function, state)
+                    running[pool.submit(slot, execute_job, *args)] = (number, slot)
+            done, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
+            for future in done:
+                number, slot = running.pop(future)
+                try:
+                    returns[number] = future.result()
+                except SweepStopped:  # its worker was stopped before this job began
+                    del SWEEP.launched[number]
+                    continue
+                except BrokenProcessPool:  # its worker died (TerminatedWorkerError)
+                    how = pool.replace(slot)
+                    if pool.stopped is None:
+                        worker_killed(sweep_dir / str(number), number, how)
+                    returns[number] = JobReturn(overrides=SWEEP.launched[number], status=JobStatus.COMPLETED)
+                ret = returns[number]
+                if ret.status == JobStatus.COMPLETED and ret.return_value is None and pool.stopped is None:
+                    SWEEP.returned_none.add(number)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        pool.shutdown()
+    if pool.stopped is not None:
+        finish(launcher.config, pool.stopped, initial_job_idx + len(job_overrides))
+    return [returns[n] for n in sorted(returns)]
+
+
+def worker_killed(job_dir: Path, number: int, how: str) -> None:
+    """A job whose worker process died under it: failed, in one line; a rerun resumes it from its last.ckpt."""
+    record = read_result(job_dir) or {"overrides": SWEEP.launched[number]}
+    then = "a rerun resumes it from its last.ckpt" if (job_dir / "checkpoints" / "last.ckpt").is_file() else ""
+    reason = f"its worker process was {how}" + (f": {then}" if then else "")
+    if job_dir.is_dir():
+        write_record(job_dir, {**record, "status": "failed", "reason": reason, "resumable": True})
+    print(f"error: job {number} ({record.get('run_name') or ' '.join(record['overrides'])}): {reason}", file=sys.stderr)
+
+
+def other_jobs(config: DictConfig) -> list[tuple[int, str, str]]:
+    """The jobs of a grid (Hydra's basic sweeper) whose directory holds another job: (number, its run
+    name, this job's), unless overwrite=true. Found before the sweep starts; run_job refuses such a job
+    of any other sweeper (Optuna's trials are drawn as it goes) when its turn comes."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    if not str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
+        return []
+    params = config.hydra.sweeper.get("params") or {}
+    typed = [*(f"{k}={v}" for k, v in params.items()), *config.hydra.overrides.task]
+    parsed = OverridesParser.create().parse_overrides(typed)
+    swept = {o.get_key_element() for o in parsed if o.is_sweep_override()}
+    batches = BasicSweeper.split_arguments(parsed, None)
+    other = []
+    for number, overrides in enumerate(job for batch in batches for job in batch):
+        record = read_result(Path(config.hydra.sweep.dir) / str(number))
+        overwrite = any(o.lower() in ("overwrite=true", "+overwrite=true") for o in overrides)
+        if record is not None and not overwrite and not same_job(record.get("overrides"), overrides):
+            theirs = record.get("run_name") or " ".join(record.get("overrides", []))
+            other.append((number, theirs, name_of(overrides, swept)))
+    return other
+
+
+def sweep_rows(config: DictConfig) -> list[dict[str, Any]]:
+    """summary.md's rows: the jobs this process launched, each as its directory records it (a job
+    refused, or a directory holding another sweep's job, says so); every job directory when the jobs
+    were launched elsewhere (hydra/launcher=slurm)."""
+    sweep_dir = Path(config.hydra.sweep.dir)
+    if not SWEEP.launched:
         jobs = sorted((p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
-        rows = [{"job": int(p.name), **(read_result(p) or {"status": "missing"})} for p in jobs]
-        if not rows:
-            return
+        return [{"job": int(p.name), **(read_result(p) or {"status": "missing"})} for p in jobs]
+    swept = swept_keys(config.hydra)
+    rows = []
+    for number, overrides in sorted(SWEEP.launched.items()):
+        job_dir = sweep_dir / str(number)
+        record = read_result(job_dir)
+        row: dict[str, Any] = {"job": number, "overrides": overrides, "run_name": name_of(overrides, swept)}
+        if record is None:
+            row["status"] = "not started"
+        elif not same_job(record.get("overrides"), overrides):
+            other = record.get("run_name") or " ".join(record.get("overrides", []))
+            row.update(status="failed", reason=f"{job_dir} holds another job ({other}): kept")
+        elif record.get("status") == "running" and number in SWEEP.returned_none:
+            row.update(record, status="failed", reason="refused: another training is running in its directory")
+        else:
+            row.update(record, run_name=record.get("run_name") or row["run_name"])
+            if row["status"] == "running":  # no job of this sweep runs now: it was stopped before it said so
+                row["status"] = "interrupted"
+        rows.append(row)
+    return rows
+
+
+def finish(config: DictConfig, stopped: str | None = None, total: int | None = None) -> None:
+    """The sweep's summary (printed, summary.md, summary.png) and how it ended: exit status 1 if a job
+    failed; if a signal stopped it, one line saying what was done and how to resume, exit 130 or 143."""
+    SWEEP.stopped = stopped
+    sweep_dir = Path(config.hydra.sweep.dir)
+    rows = sweep_rows(config)
+    if rows:
         from src.sweep_analysis import summary_text  # the analysis only once the sweep is done
 
         table, fit, residuals = summary_text(rows)
@@ -487,7 +813,49 @@ class SweepSummary(Callback):
 
         print(f"\n{table}\n\nsummary: {sweep_dir / 'summary.md'}, plot: {sweep_dir / 'summary.png'}")
         print(f"watch it: {watch_command(sweep_dir)}")
-        failed = sorted({*(r["job"] for r in rows if r.get("status") != "ok"), *REFUSED})
-        if failed:
-            print(f"error: {len(failed)} of {len(rows)} jobs failed: {failed}", file=sys.stderr)
-            sys.exit(1)
+    if stopped is not None:
+        print(f"error: {stop_line(stopped, rows, total or sweep_size(config.hydra) or len(rows))}", file=sys.stderr)
+        sys.exit(exit_status(stopped))
+    failed = [r["job"] for r in rows if r.get("status") != "ok"]
+    if failed:
+        print(f"error: {len(failed)} of {len(rows)} jobs failed: {failed}", file=sys.stderr)
+        sys.exit(1)
+
+
+def stop_line(stopped: str, rows: list[dict[str, Any]], total: int) -> str:
+    """`SIGTERM stopped the sweep: 1 of 4 jobs finished; interrupted: 1, 2; 1 not started; rerun ...`."""
+    interrupted = [r["job"] for r in rows if r.get("status") == "interrupted"]
+    failed = [r["job"] for r in rows if r.get("status") not in ("ok", "interrupted", "not started")]
+    finished = sum(r.get("status") == "ok" for r in rows)
+    parts = [f"{finished} of {total} jobs finished"]
+    parts += [
+        f"{label}: {', '.join(map(str, jobs))}"
+        for label, jobs in (("interrupted", interrupted), ("failed", failed))
+        if jobs
+    ]
+    if total > finished + len(interrupted) + len(failed):
+        parts.append(f"{total - finished - len(interrupted) - len(failed)} not started")
+    return f"{stopped} stopped the sweep: {'; '.join(parts)}; rerun the same command to resume it"
+
+
+class SweepSummary(Callback):
+    """A multirun's main process: stops on SIGINT or SIGTERM between jobs, and at the end writes the
+    table of all jobs (printed and in summary.md) and a plot."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        other = other_jobs(config)
+        if other:  # before Hydra writes anything into the sweep directory
+            number, theirs, ours = other[0]
+            print(
+                f"error: hydra.sweep.dir={config.hydra.sweep.dir} holds another sweep: its job {number} is "
+                f"{theirs}, this sweep's job {number} is {ours} ({len(other)} such jobs): choose a new "
+                f"hydra.sweep.dir, or overwrite=true to replace them",
+                file=sys.stderr,
+            )
+            sys.exit(2)
+        SWEEP.config = config
+        for s in SIGNALS:
+            signal.signal(s, stop_sweep)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        finish(config)

@@ -149,13 +149,19 @@ def train(cfg: DictConfig) -> float:
     with preflight.hold_run_dir(run_dir) if trainer.is_global_zero else nullcontext():
         try:
             trainer.fit(lit, datamodule=datamodule, ckpt_path=str(plan.resume) if plan.resume else None)
-            if interrupt.received:  # during or after the last step: last.ckpt already holds it
+            if interrupt.received:  # during or after the last step: last.ckpt holds it, the run is done
+                write_result(cfg, trainer, lit, num_parameters, time.time() - started)  # nothing left to resume
                 raise TrainingInterrupted(
                     interrupt.received, trainer.global_step, run_dir / "checkpoints" / "last.ckpt"
                 )
             return report(cfg, plan, trainer, lit, num_parameters, time.time() - started)
         except TrainingInterrupted as stop:
+            if sweeps.in_multirun():
+                raise  # the sweep stops, and says so once (sweeps.run_job)
             status = 130 if stop.signal_name.endswith("SIGINT") else 143
+            if stop.step >= trainer.max_steps:
+                result = run_dir / "result.json"
+                fail(f"{stop}; training had ended, its result is in {result}; the sample after it was skipped", status)
             if (run_dir / "checkpoints" / "last.ckpt").is_file():
                 fail(f"{stop}; resume with: python -m src.train ckpt_path={run_dir}", status=status)
             fail(f"{stop}: run the command again to start over", status=status)
@@ -176,12 +182,15 @@ def in_memory_best(trainer: Any, lit: LitGPT) -> Trained | None:
     return Trained(lit.model.eval(), lit.tokenizer, dict(lit.hparams), trainer.global_step, lit.best_val_loss)
 
 
-def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_parameters: int, wall: float) -> float:
-    """result.json for sweeps, the best val loss, and a sample from the best checkpoint."""
-    best = lit.best_val_loss
-    best_path = getattr(trainer.checkpoint_callback, "best_model_path", "") if trainer.checkpoint_callback else ""
+def best_checkpoint(trainer: Any) -> str:
+    return getattr(trainer.checkpoint_callback, "best_model_path", "") if trainer.checkpoint_callback else ""
+
+
+def write_result(cfg: DictConfig, trainer: Any, lit: Any, num_parameters: int, wall: float) -> None:
+    """result.json (rank 0): what a sweep's summary reads, and what tells a rerun that the run is done."""
     if not trainer.is_global_zero:
-        return best
+        return
+    best = lit.best_val_loss
     speed = next((c.overall for c in trainer.callbacks if isinstance(c, TokensPerSecond)), None)
     validated = math.isfinite(best)
     sweeps.write_result(
@@ -194,9 +203,18 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_pa
             "tokens_per_sec": speed,
             "steps": trainer.global_step,
             "wall_seconds": wall,
-            "best_checkpoint": best_path,
+            "best_checkpoint": best_checkpoint(trainer),
         },
     )
+
+
+def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_parameters: int, wall: float) -> float:
+    """result.json for sweeps, the best val loss, and a sample from the best checkpoint."""
+    best, best_path = lit.best_val_loss, best_checkpoint(trainer)
+    if not trainer.is_global_zero:
+        return best
+    write_result(cfg, trainer, lit, num_parameters, wall)
+    validated = math.isfinite(best)
     if validated and trainer.fast_dev_run:
         log.info(f"fast_dev_run: val loss {best:.4f} over one batch; no checkpoint is written in this mode")
     elif validated:

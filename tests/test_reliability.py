@@ -4,6 +4,7 @@ Each test reproduces a way a run used to end with nothing, lose work or train wr
 """
 
 import inspect
+import json
 import logging
 import math
 import os
@@ -331,11 +332,11 @@ def test_sigterm_during_the_final_validation_saves_the_last_step_and_exits_143(t
     result = signal_at(run, 8, "SIGTERM")
     assert result.returncode == 143, result.stderr[-2000:]
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert lines == [
-        f"error: SIGTERM at step 8: saved {run / 'checkpoints' / 'last.ckpt'}; resume with: "
-        f"python -m src.train ckpt_path={run}"
+    assert lines == [  # not "resume with": there is nothing left to train, a resume would be refused
+        f"error: SIGTERM at step 8: saved {run / 'checkpoints' / 'last.ckpt'}; training had ended, its result "
+        f"is in {run / 'result.json'}; the sample after it was skipped"
     ]
-    assert last_step(run) == 8
+    assert last_step(run) == 8 and json.loads((run / "result.json").read_text())["steps"] == 8
 
 
 @pytest.mark.slow

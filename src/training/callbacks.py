@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -208,7 +209,10 @@ class LastCheckpoint(Checkpoint):
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        if self.every_n_train_steps and trainer.global_step % self.every_n_train_steps == 0:
+        # Not the last step: its last.ckpt is written after the final validation, with its result, so a
+        # last.ckpt that holds every step also holds the run's final validation.
+        every = self.every_n_train_steps
+        if every and trainer.global_step % every == 0 and trainer.global_step < trainer.max_steps:
             self.save(trainer)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -227,9 +231,22 @@ class TrainingInterrupted(Exception):
         self.signal_name, self.step, self.saved_to = signal_name, step, saved_to
 
 
+# Set by a parallel sweep for its workers (src/sweeps.py): the pid of the sweep's main process.
+PARENT_ENV = "SCRATCHGPT_SWEEP_PARENT"
+PARENT_GONE = "the sweep's main process ended"
+
+
+def watched_parent() -> int | None:
+    """The process whose end stops this training: a parallel sweep's main process, for the workers
+    it started (a `kill -9` of the main process would leave them orphaned, training on). A worker
+    whose job starts after that end stops at its first step."""
+    value = os.environ.get(PARENT_ENV, "")
+    return int(value) if value.isdigit() else None
+
+
 class GracefulInterrupt(L.Callback):
     """Ctrl-C (SIGINT) or SIGTERM: finish the step in flight (and a validation in flight), save
-    last.ckpt, stop.
+    last.ckpt, stop. In a parallel sweep's worker, the end of the sweep's main process too.
 
     The signal is acted on between two steps, where the checkpoint holds everything a resume
     needs (weights, optimizer, schedule, step, data position, RNG), so `python -m src.train
@@ -245,6 +262,7 @@ class GracefulInterrupt(L.Callback):
         self.saved_to: Path | None = None
         self.previous: dict[int, Any] = {}
         self.trainer: L.Trainer | None = None
+        self.parent = watched_parent()
 
     def _handle(self, signum: int, frame: Any) -> None:
         name = signal.Signals(signum).name
@@ -281,6 +299,8 @@ class GracefulInterrupt(L.Callback):
         return paths[0] if paths else Path(trainer.default_root_dir) / "checkpoints" / "last.ckpt"
 
     def signalled(self, trainer: L.Trainer) -> bool:
+        if self.received is None and self.parent is not None and os.getppid() != self.parent:
+            self.received = PARENT_GONE  # orphaned: nobody is left to collect this job's result
         # Every rank must stop at the same step, whichever of them got the signal.
         return trainer.strategy.reduce_boolean_decision(self.received is not None, all=False)
 
