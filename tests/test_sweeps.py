@@ -1,20 +1,27 @@
-"""Multirun sweeps, failures inside a sweep, DDP on the CPU, and the Optuna search."""
+"""Multirun sweeps, failures inside a sweep, DDP on the CPU, and the Optuna search.
 
+The commands run as processes, end to end, are marked slow (make test-fast skips them); the sweep's
+parts (its worker pool, its rows, its stop line) are tested in this process too.
+"""
+
+import fcntl
 import json
 import os
 import signal
 import struct
 import subprocess
 import sys
+import time
+from types import SimpleNamespace
 
 import pytest
 import torch
+from omegaconf import open_dict, read_write
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from src import sweeps
 from src.cli import compose
 from tests.helpers import ROOT, run_cli, tiny_training
-
-pytestmark = pytest.mark.slow  # the commands as processes, end to end (make test-fast skips them)
 
 FAST = ["model.num_layers=1", "trainer.max_steps=10", "trainer.val_check_interval=10", "sample.max_new_tokens=0"]
 
@@ -23,6 +30,7 @@ def job_dirs(sweep_dir):
     return sorted((p for p in sweep_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
 
 
+@pytest.mark.slow
 def test_a_2x2_sweep_gives_four_jobs_a_summary_and_a_plot(tmp_path):
     sweep = tmp_path / "sweep"
     args = tiny_training(tmp_path, *FAST, f"hydra.sweep.dir={sweep}", "callbacks.attention_maps=null")
@@ -56,6 +64,7 @@ def test_a_2x2_sweep_gives_four_jobs_a_summary_and_a_plot(tmp_path):
         assert len(list(runs[0].glob("events.out.tfevents.*"))) == 1
 
 
+@pytest.mark.slow
 def test_an_invalid_point_fails_alone_and_the_parallel_launcher_gives_the_same_sweep(tmp_path):
     losses = {}
     for launcher in ("basic", "parallel"):
@@ -87,6 +96,7 @@ def test_an_invalid_point_fails_alone_and_the_parallel_launcher_gives_the_same_s
     assert again.returncode == 1 and (again.stdout + again.stderr).count("already finished") == 2
 
 
+@pytest.mark.slow
 def test_ddp_on_the_cpu_writes_one_run_directory(tmp_path):
     log_dir = tmp_path / "outputs"
     result = run_cli(
@@ -105,6 +115,7 @@ def test_ddp_on_the_cpu_writes_one_run_directory(tmp_path):
     assert abs(float(row.split()[1]) - logged) < 1e-4  # the two ranks' shards add up to the exact loss
 
 
+@pytest.mark.slow
 def test_optuna_searches_two_trials(tmp_path):
     sweep = tmp_path / "optuna"
     searched = ("model.embedding_dim=", "model.num_heads=", "model.context_window=", "optimizer.lr=")
@@ -137,14 +148,18 @@ def test_the_slurm_launcher_follows_the_trainer():
     assert compose("train", ["trainer=ddp"]).trainer.strategy == "ddp"
 
 
-def test_rerunning_an_interrupted_sweep_resumes_its_interrupted_job(tmp_path):
+@pytest.mark.slow
+def test_a_stopped_sweep_says_so_once_and_a_job_resumed_by_hand_is_not_trained_again(tmp_path):
+    """Issue 25: a signal to a sequential sweep stops it with its summary, in one line, exit 130; the job it
+    stopped, finished by the resume command of a single run, is kept by the next rerun of the sweep (it
+    retrained that job from step 0), which runs the job never started."""
     sweep = tmp_path / "sweep"
     args = [
         "-m",
         *tiny_training(tmp_path, "model.num_layers=1", "trainer.max_steps=40", "trainer.val_check_interval=4"),
         f"hydra.sweep.dir={sweep}",
         "sweep.media=false",
-        "model.num_heads=2",
+        "seed=1,2",
     ]
     proc = subprocess.Popen(
         [sys.executable, "-m", "src.train", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -153,32 +168,161 @@ def test_rerunning_an_interrupted_sweep_resumes_its_interrupted_job(tmp_path):
         if "val loss" in line and not line.startswith("step      0"):  # a validation after step 0: last.ckpt exists
             proc.send_signal(signal.SIGINT)
             break
-    proc.communicate(timeout=120)
+    stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130
+    assert stderr.strip() == (
+        "error: SIGINT stopped the sweep: 0 of 2 jobs finished; interrupted: 0; 1 not started; "
+        "rerun the same command to resume it"
+    )
+    assert "| 0 | seed=1 |" in stdout and "| interrupted |" in (sweep / "summary.md").read_text()
     stopped = torch.load(sweep / "0" / "checkpoints" / "last.ckpt", weights_only=False)["global_step"]
-    assert json.loads((sweep / "0" / "result.json").read_text())["status"] == "running"
+    assert json.loads((sweep / "0" / "result.json").read_text())["status"] == "interrupted"
+
+    by_hand = run_cli("train", f"ckpt_path={sweep / '0'}")  # a single run's resume command
+    assert by_hand.returncode == 0, by_hand.stderr[-3000:]
+    finished = (sweep / "0" / "result.json").read_text()
+    assert json.loads(finished)["steps"] == 40 and stopped < 40
 
     again = run_cli("train", *args)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "was interrupted: resuming it from" in again.stdout + again.stderr
-    result = json.loads((sweep / "0" / "result.json").read_text())
-    assert result["status"] == "ok" and result["steps"] == 40 and stopped < 40
+    assert f"{sweep / '0'} already finished" in again.stdout and "resuming" not in again.stdout
+    assert (sweep / "0" / "result.json").read_text() == finished  # kept, not trained again
+    assert json.loads((sweep / "1" / "result.json").read_text())["steps"] == 40
 
 
 @pytest.mark.slow
-def test_rerunning_another_grid_into_a_sweep_directory_keeps_its_jobs(tmp_path):
-    """Issue 25: a second grid into the same hydra.sweep.dir overwrote finished jobs 0 and 1 (a job was
-    known by its number). Now a directory holding another job's run is kept and the job refused."""
+def test_another_grid_into_a_sweep_directory_is_refused_and_a_smaller_one_summarises_its_own_jobs(tmp_path):
+    """Issue 25: a second grid into the same hydra.sweep.dir overwrote finished jobs 0 and 1 (a job was known
+    by its number), and the first grid's job 2 stayed in summary.md. Now another grid is refused in one line
+    before anything is written; a grid of the first grid's jobs 0 and 1 summarises those two, and a job
+    whose directory another live training holds is refused without touching its record."""
     sweep = tmp_path / "sweep"
     args = [
         "-m",
         *tiny_training(tmp_path, "model.num_layers=1", "trainer.max_steps=4", "trainer.val_check_interval=4"),
         f"hydra.sweep.dir={sweep}",
     ]
-    first = run_cli("train", *args, "seed=1,2")
+    first = run_cli("train", *args, "seed=1,2,3")
     assert first.returncode == 0, first.stderr[-3000:]
-    kept = [json.loads((sweep / str(n) / "result.json").read_text()) for n in (0, 1)]
-    second = run_cli("train", *args, "seed=3,4")
-    assert second.returncode == 1  # the summary counts the refused jobs as failed
-    assert second.stderr.count("holds another job") == 2 and "Traceback" not in second.stderr
-    assert [json.loads((sweep / str(n) / "result.json").read_text()) for n in (0, 1)] == kept
+    files = {p: p.read_bytes() for p in sweep.rglob("*") if p.is_file()}
+
+    other = run_cli("train", *args, "seed=4,5")
+    assert other.returncode == 2
+    assert other.stderr.strip() == (
+        f"error: hydra.sweep.dir={sweep} holds another sweep: its job 0 is seed=1, this sweep's job 0 is seed=4 "
+        "(2 such jobs): choose a new hydra.sweep.dir, or overwrite=true to replace them"
+    )
+    assert {p: p.read_bytes() for p in sweep.rglob("*") if p.is_file()} == files  # nothing written
+
+    (sweep / "1" / "result.json").unlink()  # as if `python -m src.train hydra.run.dir=<sweep>/1` ran there
+    held = os.open(sweep / "1" / ".lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(held, fcntl.LOCK_EX)  # and still trained
+    try:
+        smaller = run_cli("train", *args, "seed=1,2")
+    finally:
+        os.close(held)
+    assert smaller.returncode == 1
+    assert smaller.stderr.splitlines() == [
+        f"error: job 1 (seed=2): another training is running in {sweep / '1'}: wait for it to end, "
+        "or choose another hydra.run.dir",
+        "error: 1 of 2 jobs failed: [1]",
+    ]
+    summary = (sweep / "summary.md").read_text()
+    assert "| 0 | seed=1 |" in summary and "| 1 | seed=2 |" in summary and "seed=3" not in summary
+    assert "FAILED: refused: another training is running in its directory" in summary
+    assert (sweep / "0" / "result.json").read_bytes() == files[sweep / "0" / "result.json"]
+
+
+# ---------------------------------------------------------------- the sweep's parts, in this process
+
+
+def test_a_killed_worker_fails_only_its_own_job():
+    """joblib's one executor of n workers kills the others when one dies and fails every job not yet
+    returned; the launcher's pool gives each worker an executor of its own."""
+    from joblib.externals.loky.process_executor import BrokenProcessPool
+
+    pool = sweeps.WorkerPool(2)
+    try:
+        victim, other = pool.submit(0, time.sleep, 60), pool.submit(1, sum, [1, 2], -3)
+        assert other.result(timeout=60) == 0  # both workers are up
+        os.kill(pool.workers[0].pid, signal.SIGKILL)
+        with pytest.raises(BrokenProcessPool):
+            victim.result(timeout=30)
+        assert pool.submit(1, sum, [1, 2]).result(timeout=30) == 3  # the other worker goes on
+        assert pool.replace(0) == "killed by SIGKILL"
+        assert pool.submit(0, sum, [2]).result(timeout=60) == 2  # a new worker takes the slot
+        assert os.getpgid(pool.workers[0].pid) == pool.workers[0].pid  # a terminal's Ctrl-C reaches the main only
+    finally:
+        pool.shutdown()
+
+
+def rows_of(sweep_job, tmp_path, records: dict[int, dict], launched: dict[int, list[str]], returned_none=()):
+    cfg = sweep_job("model.num_heads=2", sweep_overrides=["model.num_heads=1,2,4,8"])
+    for number, record in records.items():
+        (tmp_path / str(number)).mkdir()
+        sweeps.write_record(tmp_path / str(number), record)
+    state = sweeps.ThisSweep(cfg, launched, set(returned_none))
+    return cfg, state
+
+
+def test_a_sweeps_rows_are_its_own_jobs_as_their_directories_record_them(sweep_job, tmp_path, monkeypatch):
+    heads = {n: [f"model.num_heads={h}"] for n, h in enumerate((1, 2, 4, 8))}
+    records = {
+        0: {"overrides": heads[0], "run_name": "num_heads=1", "status": "ok", "best_val_loss": 2.0},
+        1: {"overrides": ["model.num_heads=16"], "run_name": "num_heads=16", "status": "ok"},  # another grid's
+        2: {"overrides": heads[2], "status": "running"},  # refused: another training holds it
+        3: {"overrides": heads[3], "status": "running"},  # stopped before it said so
+        9: {"overrides": ["model.num_heads=32"], "status": "ok"},  # a stale job of a larger grid
+    }
+    cfg, state = rows_of(sweep_job, tmp_path, records, {**heads, 4: ["model.num_heads=3"]}, returned_none={2})
+    monkeypatch.setattr(sweeps, "SWEEP", state)
+    rows = sweeps.sweep_rows(cfg)
+    assert [(r["job"], r["run_name"], r["status"]) for r in rows] == [
+        (0, "num_heads=1", "ok"),
+        (1, "num_heads=2", "failed"),
+        (2, "num_heads=4", "failed"),
+        (3, "num_heads=8", "interrupted"),
+        (4, "num_heads=3", "not started"),
+    ]
+    assert rows[1]["reason"] == f"{tmp_path / '1'} holds another job (num_heads=16): kept"
+    assert rows[2]["reason"] == "refused: another training is running in its directory"
+    assert sweeps.stop_line("SIGTERM", rows, 6) == (
+        "SIGTERM stopped the sweep: 1 of 6 jobs finished; interrupted: 3; failed: 1, 2; 2 not started; "
+        "rerun the same command to resume it"
+    )
+
+
+def test_another_grid_is_found_before_the_sweep_but_not_a_job_resumed_by_hand(sweep_job, tmp_path):
+    cfg = sweep_job("model.num_heads=2")
+    with read_write(cfg.hydra), open_dict(cfg):
+        cfg.hydra.overrides.task = ["model.num_heads=8,16", "seed=3"]
+    (tmp_path / "0").mkdir()
+    (tmp_path / "1").mkdir()
+    # job 0 as `python -m src.train ckpt_path=<job 0>` finished it: where and how differ, not what
+    resumed = ["model.num_heads=8", "seed=3", f"ckpt_path='{tmp_path / '0'}'", "progress_bar=true"]
+    sweeps.write_record(tmp_path / "0", {"overrides": resumed, "status": "ok"})
+    sweeps.write_record(tmp_path / "1", {"overrides": ["model.num_heads=4", "seed=3"], "run_name": "num_heads=4"})
+    assert sweeps.other_jobs(cfg) == [(1, "num_heads=4", "num_heads=16")]
+    with read_write(cfg.hydra), open_dict(cfg):
+        cfg.hydra.overrides.task.append("overwrite=true")
+    assert sweeps.other_jobs(cfg) == []
+
+
+def test_a_worker_whose_main_process_is_gone_saves_and_stops(tmp_path, monkeypatch):
+    """kill -9 of a parallel sweep's main process left its workers training, orphaned."""
+    from src.training.callbacks import PARENT_ENV, PARENT_GONE, GracefulInterrupt
+
+    saved = []
+    trainer = SimpleNamespace(world_size=1, log_every_n_steps=5, global_step=7, callbacks=[])
+    trainer.strategy = SimpleNamespace(reduce_boolean_decision=lambda decision, all: decision)
+    trainer.save_checkpoint, trainer.default_root_dir = lambda path, weights_only: saved.append(path), str(tmp_path)
+    monkeypatch.setenv(PARENT_ENV, str(os.getppid()))
+    alive = GracefulInterrupt()
+    alive.on_train_batch_end(trainer, None, None, None, 7)
+    assert alive.received is None and not saved  # its parent lives: it trains on
+    monkeypatch.setenv(PARENT_ENV, str(os.getpid()))  # a pid that is not this process's parent: gone
+    orphan = GracefulInterrupt()
+    orphan.on_train_batch_end(trainer, None, None, None, 7)
+    assert orphan.received == PARENT_GONE and saved == [tmp_path / "checkpoints" / "last.ckpt"]
+    monkeypatch.delenv(PARENT_ENV)
+    assert GracefulInterrupt().parent is None  # a run of its own watches nothing
