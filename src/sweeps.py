@@ -770,9 +770,13 @@ def sweep_rows(config: DictConfig) -> list[dict[str, Any]]:
     refused, or a directory holding another sweep's job, says so); every job directory when the jobs
     were launched elsewhere (hydra/launcher=slurm)."""
     sweep_dir = Path(config.hydra.sweep.dir)
-    if not SWEEP.launched:
-        jobs = sorted((p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
-        return [{"job": int(p.name), **(read_result(p) or {"status": "missing"})} for p in jobs]
+    here = str(config.hydra.launcher.get("_target_", "")).endswith(("BasicLauncher", "ParallelLauncher"))
+    if not SWEEP.launched:  # none yet (stopped before its first job), or run by another launcher
+        jobs = [p for p in sweep_dir.glob("[0-9]*") if p.is_dir() and p.name.isdigit()] if not here else []
+        return [
+            {"job": int(p.name), **(read_result(p) or {"status": "missing"})}
+            for p in sorted(jobs, key=lambda p: int(p.name))
+        ]
     swept = swept_keys(config.hydra)
     rows = []
     for number, overrides in sorted(SWEEP.launched.items()):

@@ -286,6 +286,8 @@ def test_a_sweeps_rows_are_its_own_jobs_as_their_directories_record_them(sweep_j
     ]
     assert rows[1]["reason"] == f"{tmp_path / '1'} holds another job (num_heads=16): kept"
     assert rows[2]["reason"] == "refused: another training is running in its directory"
+    monkeypatch.setattr(sweeps, "SWEEP", sweeps.ThisSweep(cfg))  # stopped before its first job: none of its own
+    assert sweeps.sweep_rows(cfg) == []
     assert sweeps.stop_line("SIGTERM", rows, 6) == (
         "SIGTERM stopped the sweep: 1 of 6 jobs finished; interrupted: 3; failed: 1, 2; 2 not started; "
         "rerun the same command to resume it"
