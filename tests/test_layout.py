@@ -1,6 +1,8 @@
 """The import graph of src/ and benchmarks/ (read with ast): no circle, nothing imports back up the layers."""
 
-from benchmarks.layout import LAYERS, circles, import_graph, place, upward
+import pytest
+
+from benchmarks.layout import LAYERS, circles, import_graph, loaded_at_fit_start, place, upward
 
 
 def test_no_import_circles():
@@ -18,3 +20,14 @@ def test_the_checks_see_circles_and_upward_imports():
     bottom, top = LAYERS[0][0], LAYERS[-3][0]
     assert upward({f"{bottom}.x": {f"{top}"}, f"{top}": {f"{bottom}.x"}}) == [(f"{bottom}.x", top)]
     assert upward({"src.evaluate": {"src.generate"}}) == [("src.evaluate", "src.generate")]  # one layer, two units
+
+
+@pytest.mark.slow  # a tiny training run as a process
+def test_a_run_from_scratch_loads_what_it_trains_with_and_not_what_it_uses_after():
+    """`python -m src.train` at fit start: the sampler, the checkpoint reader, the explorer page, the
+    figures and the sweep analysis are imported where they are used (a validation, a resume, the end)."""
+    loaded = loaded_at_fit_start([])
+    assert {"src/train.py", "src/training/lit_gpt.py", "src/data/datamodule.py"} <= set(loaded)
+    later = {"src/model/sampling.py", "src/training/checkpoint.py", "src/explorer/page.py", "src/plots.py"}
+    assert not later & set(loaded), later & set(loaded)
+    assert "src/sweep_analysis.py" not in loaded
