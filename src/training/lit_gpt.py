@@ -15,8 +15,11 @@ from typing import Any
 import lightning as L
 import torch
 from torch import Tensor
+from torchmetrics import MeanMetric
+from torchmetrics.classification import MulticlassAccuracy
 
 from src.data.tokenizer import CharTokenizer
+from src.data.windows import IGNORE
 from src.model import build_model
 from src.training.callbacks import is_logging_step, validates_step_zero, was_logging_step
 from src.training.optim import apply_settings, build_optimizer, build_schedule
@@ -57,9 +60,11 @@ class LitGPT(L.LightningModule):
         self.save_hyperparameters(logger=False)  # what is logged to TensorBoard is chosen in train.py
         self.tokenizer = CharTokenizer.from_dict(tokenizer)
         self.model = build_model(model, self.tokenizer.vocab_size)
-        # A validation's running totals, on the device (no host sync per batch): the sum of the
-        # scored positions' losses, how many were predicted right, and how many were scored.
-        self._eval_totals: tuple[Tensor, Tensor, int] | None = None
+        vocab = self.tokenizer.vocab_size
+        self.eval_loss = torch.nn.ModuleDict({s: MeanMetric() for s in ("val", "test")})
+        self.eval_acc = torch.nn.ModuleDict(
+            {s: MulticlassAccuracy(num_classes=vocab, average="micro", ignore_index=IGNORE) for s in ("val", "test")}
+        )
         self.best_val_loss = math.inf
         self.best_val_step: int | None = None  # the step of the last new best val/loss seen in this process
         self._parameter_list: list[torch.nn.Parameter] | None = None  # what clipping sees, listed once
@@ -99,41 +104,29 @@ class LitGPT(L.LightningModule):
                 f"checkpoints on disk are the last good ones; lower optimizer.lr or keep trainer.gradient_clip_val"
             )
 
-    def _eval_epoch_start(self) -> None:
-        # On every rank, also one whose shard of the split is empty: all of them reduce the totals.
-        zero = torch.zeros((), device=self.device)
-        self._eval_totals = (zero, zero.long(), 0)
-
-    def _eval_step(self, batch: tuple[Tensor, Tensor]) -> None:
+    def _eval_step(self, split: str, batch: tuple[Tensor, Tensor]) -> None:
         x, y = batch  # (B, T) each
-        loss_sum, correct, count = self._eval_totals
-        for losses, right in score_on_every_core(self.model, x, y):
-            loss_sum, correct, count = loss_sum + losses.sum(), correct + right, count + len(losses)
-        self._eval_totals = (loss_sum, correct, count)
+        for losses, predicted, targets in score_on_every_core(self.model, x, y):
+            self.eval_loss[split].update(losses)
+            self.eval_acc[split].update(predicted, targets)
 
     def _eval_epoch_end(self, split: str) -> dict[str, float]:
-        """The exact loss and accuracy over every scored position of the split, all ranks summed."""
-        loss_sum, correct, count = self._eval_totals
-        self._eval_totals = None
-        reduce = self.trainer.strategy.reduce
-        count = reduce(torch.tensor(float(count), device=loss_sum.device), reduce_op="sum")
-        loss = (reduce(loss_sum, reduce_op="sum") / count).item()
+        loss = self.eval_loss[split].compute().item()  # averaged over every scored position, all ranks
         metrics = {
             f"{split}/loss": loss,
             f"{split}/ppl": math.exp(loss) if loss < 700 else math.inf,  # exp overflows a float past ~709
             f"{split}/bpc": loss / math.log(2),
-            f"{split}/acc": (reduce(correct, reduce_op="sum") / count).item(),
+            f"{split}/acc": self.eval_acc[split].compute().item(),
         }
-        # For the checkpoint monitor and the progress bar. The values are already reduced over all
-        # ranks, so sync_dist only averages equal numbers (and tells Lightning so).
+        self.eval_loss[split].reset()
+        self.eval_acc[split].reset()
+        # For the checkpoint monitor and the progress bar. torchmetrics has already reduced the
+        # values over all ranks, so sync_dist only averages equal numbers (and tells Lightning so).
         self.log_dict(metrics, logger=False, sync_dist=True)
         return metrics
 
-    def on_validation_epoch_start(self) -> None:
-        self._eval_epoch_start()
-
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        self._eval_step(batch)
+        self._eval_step("val", batch)
 
     def on_validation_epoch_end(self) -> None:
         metrics = self._eval_epoch_end("val")
@@ -146,11 +139,8 @@ class LitGPT(L.LightningModule):
         elif validates_step_zero(self.trainer):
             log_at_step(self.trainer, metrics)  # the untrained model: where both loss curves start
 
-    def on_test_epoch_start(self) -> None:
-        self._eval_epoch_start()
-
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        self._eval_step(batch)
+        self._eval_step("test", batch)
 
     def on_test_epoch_end(self) -> None:
         self._eval_epoch_end("test")

@@ -23,14 +23,12 @@ from src.model.language_model import CausalLanguageModel
 from src.model.layers import cross_entropy
 
 
-def score(model: CausalLanguageModel, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
-    """x, y: (B, T) -> (the losses of the scored positions (N,), how many of them the model's most
-    likely token gets right (a 0-d tensor)); computed on the device, nothing read back."""
+def score(model: CausalLanguageModel, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """x, y: (B, T) -> (the losses of the scored positions, predicted tokens (B*T,), targets (B*T,))."""
     logits, _ = model(x)  # (B, T, vocab)
     scored = y != IGNORE  # the padding of the split's last window is not scored
-    logits, targets = logits[scored], y[scored]  # (N, vocab), (N,)
-    losses = cross_entropy(logits, targets, fused=True, reduction="none")
-    return losses, (logits.argmax(-1) == targets).sum()
+    losses = cross_entropy(logits[scored], y[scored], fused=True, reduction="none")
+    return losses, logits.argmax(-1).flatten(), y.flatten()
 
 
 # Each part holds at least this many tokens. On many cores, parts of a few windows would spend
@@ -56,14 +54,14 @@ def _workers(parts: int, threads: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(parts, thread_name_prefix="score", initializer=torch.set_num_threads, initargs=(threads,))
 
 
-def score_on_every_core(model: CausalLanguageModel, x: Tensor, y: Tensor) -> list[tuple[Tensor, Tensor]]:
+def score_on_every_core(model: CausalLanguageModel, x: Tensor, y: Tensor) -> list[tuple[Tensor, Tensor, Tensor]]:
     """score() of x's windows in parts_and_threads(x) parts, run at once; the parts in order."""
     parts, threads = parts_and_threads(x)
     if parts == 1:
         return [score(model, x, y)]
     inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()  # thread-local: pass them on
 
-    def score_part(part: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+    def score_part(part: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
         with torch.inference_mode(inference), torch.set_grad_enabled(grad):
             return score(model, *part)
 
