@@ -203,26 +203,22 @@ def table_rows(result: dict[str, Any]) -> list[str]:
         return rows
     whole = result["whole_run"]
     ours, other = whole["ours"], whole.get("nanogpt")
-    for phase in (*PHASES, "wall"):
+    rows += phase_rows(f"baby run of {WHOLE_RUN_STEPS} steps", ours, other, (*PHASES, "wall"), whole["ratios"])
+    if equal := whole.get("ours_equal_validation"):
+        label = f"baby run of {WHOLE_RUN_STEPS} steps validating nanoGPT's positions"
+        rows += phase_rows(label, equal, other, ("validation", "wall"), whole["ratios_equal_validation"])
+    return rows
+
+
+def phase_rows(label: str, ours: dict, other: dict | None, phases: tuple[str, ...], ratios: list[float]) -> list[str]:
+    """One table row per phase of a whole run, ours beside nanoGPT's; the wall row carries the ratio."""
+    rows = []
+    for phase in phases:
         mine = ours["wall_s"] if phase == "wall" else ours["phases"][phase]
         theirs = (other["wall_s"] if phase == "wall" else other["phases"][phase]) if other else None
         shown = "n/a" if theirs is None else f"{theirs:.2f}"
-        ratio = ""
-        if phase == "wall" and other:
-            ratio = f"{statistics.median(whole['ratios']):.2f}x (median of the rounds' ratios)"
-        rows.append(f"| budget, baby run of {WHOLE_RUN_STEPS} steps: {phase}, s | {mine:.2f} | {shown} | {ratio} |")
-    if equal := whole.get("ours_equal_validation"):
-        for phase in ("validation", "wall"):
-            mine = equal["wall_s"] if phase == "wall" else equal["phases"][phase]
-            theirs = (other["wall_s"] if phase == "wall" else other["phases"][phase]) if other else None
-            shown = "n/a" if theirs is None else f"{theirs:.2f}"
-            ratio = ""
-            if phase == "wall" and other:
-                ratio = f"{statistics.median(whole['ratios_equal_validation']):.2f}x (median of the rounds' ratios)"
-            rows.append(
-                f"| budget, baby run of {WHOLE_RUN_STEPS} steps validating nanoGPT's positions: {phase}, s "
-                f"| {mine:.2f} | {shown} | {ratio} |"
-            )
+        ratio = f"{statistics.median(ratios):.2f}x (median of the rounds' ratios)" if phase == "wall" and other else ""
+        rows.append(f"| budget, {label}: {phase}, s | {mine:.2f} | {shown} | {ratio} |")
     return rows
 
 
