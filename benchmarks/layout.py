@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("src.training",),  # the Lightning pieces: LitGPT, callbacks, checkpoints, optimizer
     ("src.explorer",),  # the explorer page: a checkpoint's model running in one HTML file
     ("src.sweeps",),  # what a run and a sweep job need from Hydra: result.json, run name, resources
+    ("src.sweep_launcher",),  # hydra/launcher=parallel: the pool of workers, signals passed on
     ("src.config",),  # the schemas and the value checks
     ("src.preflight", "src.cli"),  # the checks before a run; what every command shares
     ("src.train", "src.evaluate", "src.generate", "src.plot_attention", "src.explore"),  # the commands

@@ -241,7 +241,9 @@ def test_a_killed_worker_fails_only_its_own_job():
     returned; the launcher's pool gives each worker an executor of its own."""
     from joblib.externals.loky.process_executor import BrokenProcessPool
 
-    pool = sweeps.WorkerPool(2)
+    from src.sweep_launcher import WorkerPool
+
+    pool = WorkerPool(2)
     try:
         victim, other = pool.submit(0, time.sleep, 60), pool.submit(1, sum, [1, 2], -3)
         assert other.result(timeout=60) == 0  # both workers are up

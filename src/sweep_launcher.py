@@ -1,0 +1,195 @@
+"""hydra/launcher=parallel: a sweep's jobs on worker processes, with its faults contained.
+
+Hydra's joblib launcher hands its jobs to one loky executor of n workers, which treats a worker's
+death as its own breakage (every job fails). Here each worker has an executor of its own
+(WorkerPool): a killed worker fails its own job only. SIGINT and SIGTERM of the main process are
+passed to every worker once, which stops its job between two steps; workers whose main process is
+gone stop too. Loaded only when a parallel sweep starts (hydra_plugins/scratchgpt_launcher.py);
+what every job needs stays in src/sweeps.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from pathlib import Path
+from typing import Any
+
+from src.sweeps import (
+    SIGNALS,
+    SWEEP,
+    WORKER,
+    SweepStopped,
+    finish,
+    read_result,
+    stop_job,
+    worker_count,
+    write_record,
+)
+
+log = logging.getLogger(__name__)
+
+
+def start_worker(parent: int) -> None:
+    """A parallel sweep's worker, as it starts. Its own process group, so that a terminal's Ctrl-C reaches
+    the main process only, which passes it on once (twice would stop a job without saving); stop_job
+    for signals outside training; and a watch on the main process: a worker between two jobs whose
+    main process is gone (`kill -9`) ends (one training a job saves and stops: GracefulInterrupt). The
+    log's tqdm.write takes a thread lock, not tqdm's default named semaphore, which a worker killed
+    with `kill -9` would leave for the resource tracker to report as leaked, on the sweep's stderr."""
+    import threading
+
+    from tqdm import tqdm
+
+    os.setpgrp()
+    for s in SIGNALS:
+        signal.signal(s, stop_job)
+    tqdm.set_lock(threading.RLock())
+
+    def watch() -> None:
+        while os.getppid() == parent or WORKER.in_job:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="watch-main-process", daemon=True).start()
+
+
+class WorkerPool:
+    """`size` loky executors of one worker process each, for hydra/launcher=parallel.
+
+    One executor of `size` workers (joblib's) treats a worker's death as its own breakage: it kills
+    the other workers and fails every job not yet returned (a TerminatedWorkerError traceback). Here a
+    worker that dies (`kill -9`, the OOM killer) breaks its own executor only: its job fails alone and
+    the next job starts a fresh worker. Workers are reused from job to job, as joblib's are.
+    """
+
+    def __init__(self, size: int):
+        self.executors: list[Any] = [None] * size
+        self.workers: list[Any] = [None] * size  # each executor's worker process
+        self.stopped: str | None = None
+
+    def submit(self, slot: int, fn: Callable[..., Any], *args: Any) -> Future:
+        from joblib.externals.loky import ProcessPoolExecutor
+        from joblib.externals.loky.backend.context import get_context
+        from joblib.externals.loky.process_executor import BrokenProcessPool
+
+        from src.training.callbacks import PARENT_ENV
+
+        if self.executors[slot] is None:  # the main process's pid, for GracefulInterrupt to watch
+            self.executors[slot] = ProcessPoolExecutor(
+                max_workers=1,
+                context=get_context("loky"),
+                initializer=start_worker,
+                initargs=(os.getpid(),),
+                env={PARENT_ENV: str(os.getpid())},
+            )
+        try:
+            future = self.executors[slot].submit(fn, *args)
+        except BrokenProcessPool:  # its worker died between two jobs
+            self.replace(slot)
+            return self.submit(slot, fn, *args)
+        # loky keeps an executor's workers in _processes (its own reusable executor reads them there);
+        # the worker is started by submit
+        self.workers[slot] = next(iter(self.executors[slot]._processes.values()), self.workers[slot])
+        return future
+
+    def forward(self, signum: int, frame: Any) -> None:
+        """The main process's handler while its workers train: pass the signal to each worker, which
+        stops its job between two steps (a second signal: at once); start no other job."""
+        self.stopped = self.stopped or signal.Signals(signum).name
+        for worker in self.workers:
+            if worker is not None and worker.exitcode is None:
+                try:
+                    os.kill(worker.pid, signum)
+                except ProcessLookupError:
+                    pass
+
+    def replace(self, slot: int) -> str:
+        """After the worker of `slot` died: how it ended; the next job of the slot starts a new one."""
+        worker = self.workers[slot]
+        code = None
+        if worker is not None:
+            worker.join(timeout=10)
+            code = worker.exitcode
+        self.executors[slot].shutdown(wait=False)
+        self.executors[slot] = self.workers[slot] = None
+        return f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
+
+    def shutdown(self) -> None:
+        for executor in self.executors:
+            if executor is not None:
+                executor.shutdown(wait=True)
+
+
+def launch_parallel(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
+    """hydra/launcher=parallel (hydra_plugins/scratchgpt_launcher.py): Hydra's joblib launcher's jobs
+    (its execute_job) on loky workers, `hydra.launcher.n_jobs` at a time (the one joblib key it reads),
+    with a sweep's faults contained (WorkerPool; SIGINT and SIGTERM: WorkerPool.forward)."""
+    from hydra.core.singleton import Singleton
+    from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
+    from hydra_plugins.hydra_joblib_launcher._core import execute_job
+    from joblib.externals.loky.process_executor import BrokenProcessPool
+
+    setup_globals()
+    configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
+    sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    pool = WorkerPool(worker_count(int(launcher.joblib["n_jobs"]), len(job_overrides)))
+    log.info(f"Launching {len(job_overrides)} jobs, {len(pool.executors)} at a time, sweep output dir : {sweep_dir}")
+    waiting = deque((initial_job_idx + i, list(o)) for i, o in enumerate(job_overrides))
+    for number, overrides in waiting:
+        log.info(f"\t#{number} : {' '.join(filter_overrides(overrides))}")
+    state = Singleton.get_state()
+    running: dict[Future, tuple[int, int]] = {}  # future -> (job number, slot)
+    returns: dict[int, JobReturn] = {}
+    previous = {s: signal.getsignal(s) for s in SIGNALS}
+    for s in SIGNALS:
+        signal.signal(s, pool.forward)
+    try:
+        while running or (waiting and pool.stopped is None):
+            busy = {slot for _, slot in running.values()}
+            for slot in range(len(pool.executors)):
+                if slot not in busy and waiting and pool.stopped is None:
+                    number, overrides = waiting.popleft()
+                    SWEEP.launched[number] = overrides
+                    args = (number, overrides, launcher.hydra_context, launcher.config, launcher.task_function, state)
+                    running[pool.submit(slot, execute_job, *args)] = (number, slot)
+            done, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
+            for future in done:
+                number, slot = running.pop(future)
+                try:
+                    returns[number] = future.result()
+                except SweepStopped:  # its worker was stopped before this job began
+                    del SWEEP.launched[number]
+                    continue
+                except BrokenProcessPool:  # its worker died (TerminatedWorkerError)
+                    how = pool.replace(slot)
+                    if pool.stopped is None:
+                        worker_killed(sweep_dir / str(number), number, how)
+                    returns[number] = JobReturn(overrides=SWEEP.launched[number], status=JobStatus.COMPLETED)
+                ret = returns[number]
+                if ret.status == JobStatus.COMPLETED and ret.return_value is None and pool.stopped is None:
+                    SWEEP.returned_none.add(number)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        pool.shutdown()
+    if pool.stopped is not None:
+        finish(launcher.config, pool.stopped, initial_job_idx + len(job_overrides))
+    return [returns[n] for n in sorted(returns)]
+
+
+def worker_killed(job_dir: Path, number: int, how: str) -> None:
+    """A job whose worker process died under it: failed, in one line; a rerun resumes it from its last.ckpt."""
+    record = read_result(job_dir) or {"overrides": SWEEP.launched[number]}
+    then = "a rerun resumes it from its last.ckpt" if (job_dir / "checkpoints" / "last.ckpt").is_file() else ""
+    reason = f"its worker process was {how}" + (f": {then}" if then else "")
+    if job_dir.is_dir():
+        write_record(job_dir, {**record, "status": "failed", "reason": reason, "resumable": True})
+    print(f"error: job {number} ({record.get('run_name') or ' '.join(record['overrides'])}): {reason}", file=sys.stderr)
