@@ -28,9 +28,10 @@ def trained(tmp_path_factory) -> tuple[Path, str]:
 
 
 @pytest.fixture
-def sweep_job(tmp_path):
+def sweep_job(tmp_path, monkeypatch):
     """Compose the train config as job `num` of a multirun (in tmp_path/num), Hydra's current config."""
     threads = torch.get_num_threads()
+    monkeypatch.setenv("PROJECT_ROOT", str(ROOT))  # as the commands set it (src/cli.py), whatever ran before
 
     def make(*overrides: str, num: int = 0, sweep_overrides: list[str] | None = None):
         register("train")  # the schemas the YAML files name
