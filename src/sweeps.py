@@ -488,6 +488,7 @@ def stop_sweep(signum: int, frame: Any) -> None:
 
 
 def exit_status(signal_name: str) -> int:
+    """130 after SIGINT, 143 after SIGTERM: how a run or a sweep stopped by a signal exits."""
     return 128 + (signal.SIGINT if signal_name.endswith("SIGINT") else signal.SIGTERM)
 
 

@@ -158,7 +158,7 @@ def train(cfg: DictConfig) -> float:
         except TrainingInterrupted as stop:
             if sweeps.in_multirun():
                 raise  # the sweep stops, and says so once (sweeps.run_job)
-            status = 130 if stop.signal_name.endswith("SIGINT") else 143
+            status = sweeps.exit_status(stop.signal_name)
             if stop.step >= trainer.max_steps:
                 result = run_dir / "result.json"
                 fail(f"{stop}; training had ended, its result is in {result}; the sample after it was skipped", status)
