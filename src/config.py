@@ -270,6 +270,9 @@ def check_trainer(trainer: DictConfig) -> None:
         rules.refuse("trainer.overfit_batches", overfit, "0 or 1", "debug=overfit trains on one batch over and over")
     if trainer.log_every_n_steps is not None:
         rules.positive_int("trainer.log_every_n_steps", trainer.log_every_n_steps)
+    profiler = trainer.get("profiler")
+    if not (profiler is None or isinstance(profiler, DictConfig) or profiler in ("simple", "advanced", "pytorch")):
+        rules.refuse("trainer.profiler", profiler, "null, simple, advanced or pytorch", "or use debug=profiler")
     clip = trainer.gradient_clip_val
     if clip is not None:
         rules.finite("trainer.gradient_clip_val", clip, 0.0, "a finite number >= 0 (0 or null turns clipping off)")
