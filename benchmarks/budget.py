@@ -1,7 +1,7 @@
 """`python -m benchmarks.train_speed --only budget [--nanogpt PATH] [--rounds N] [--steps N]
-[--budget all|steps|whole] [--equal-validation]`: what a run pays for beyond the model's maths, at
-nanoGPT's CPU baby config (`experiment=nanogpt_cpu`); --budget picks the per-step part, the
-whole-run part or both.
+[--budget all|steps|whole|difference] [--equal-validation]`: what a run pays for beyond the
+model's maths, at nanoGPT's CPU baby config (`experiment=nanogpt_cpu`); --budget picks the
+per-step part, the whole-run part, both, or the per-step figure by difference.
 
 Per step: the run exactly as `python -m src.train` builds it (src/train.py's build(): the same
 DataModule, model, callbacks, logger and trainer, the progress bar on as on a terminal), fitted
@@ -19,6 +19,11 @@ run of 500 iterations, alternating, process start to exit, split into the parts 
 benchmarks/whole_run.py. With --equal-validation each round also runs ours validating as many
 positions as nanoGPT's evaluation forwards (`data.val_tokens`, EQUAL_VALIDATION), the rest as is:
 what the run costs beside nanoGPT's when its validation does the same work.
+
+Per step by difference (issue 26's own measure): the wall of a whole 600-step run less that of a
+100-step run, over 500, each side as users run it with no evaluation between (ours still
+validates at the end and nanoGPT at iteration 0, in both lengths, so those cancel); the four runs
+of a round alternate ours and nanoGPT's, the order flipped every round.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from typing import Any
 
 WARMUP = 20
 WHOLE_RUN_STEPS = 500
+DIFFERENCE_STEPS = (100, 600)
 BABY = ["experiment=nanogpt_cpu", "progress_bar=true", "trainer.limit_val_batches=0"]
 # What a run does per step besides the maths, each taken out in turn: the configured callbacks
 # (by config name), the two train() adds, the logger, the logging at log steps, the NaN watch.
@@ -131,6 +137,10 @@ def run(args: Any, workdir: Path) -> dict[str, Any]:
     """Every variant once per round in a process of its own (nanoGPT's loop with --nanogpt), in turn."""
     from benchmarks import nanogpt, whole_run
 
+    if args.budget == "difference":
+        if not args.nanogpt:
+            raise SystemExit("error: --budget difference compares with nanoGPT: pass --nanogpt PATH")
+        return {"per_step_by_difference": per_step_by_difference(args, workdir)}
     names = [*VARIANTS, *(["nanoGPT"] if args.nanogpt else [])] if args.budget in ("all", "steps") else []
     rounds: dict[str, list[float]] = {name: [] for name in names}
     ours_runs, nano_runs, equal_runs = [], [], []
@@ -173,6 +183,38 @@ def run(args: Any, workdir: Path) -> dict[str, Any]:
     return result
 
 
+def per_step_by_difference(args: Any, workdir: Path) -> dict[str, Any]:
+    """ms per step as (wall of 600 steps - wall of 100 steps) / 500, ours and nanoGPT's, alternating."""
+    from benchmarks import nanogpt, whole_run
+
+    nanogpt.prepare_nanogpt_data(args.nanogpt)
+    short, long = DIFFERENCE_STEPS
+
+    def ours(steps: int) -> float:
+        overrides = [f"trainer.max_steps={steps}", "trainer.val_check_interval=100000"]
+        return whole_run.ours(workdir, nanogpt.ROOT, overrides)["wall_s"]
+
+    def theirs(steps: int) -> float:
+        nano_args = [*nanogpt.NANOGPT_ARGS, f"--max_iters={steps}", "--eval_interval=100000"]
+        return whole_run.nanogpt(args.nanogpt, workdir, nano_args)["wall_s"]
+
+    rounds: list[dict[str, float]] = []
+    for r in range(args.rounds):
+        runs = [("ours", ours), ("nanoGPT", theirs)]
+        walls: dict[tuple[str, int], float] = {}
+        for steps in (short, long):
+            for name, run_it in runs if r % 2 == 0 else runs[::-1]:
+                walls[name, steps] = run_it(steps)
+        ms = {name: (walls[name, long] - walls[name, short]) / (long - short) * 1000 for name, _ in runs}
+        rounds.append({**ms, "ratio": ms["nanoGPT"] / ms["ours"]})
+        print(
+            f"  round {r + 1} per step by difference: ours {ms['ours']:.1f} ms, nanoGPT {ms['nanoGPT']:.1f} ms, "
+            f"{rounds[-1]['ratio']:.2f}x",
+            flush=True,
+        )
+    return {"rounds": rounds, "median_ratio": statistics.median(r["ratio"] for r in rounds)}
+
+
 def run_nanogpt_steps(nanogpt_dir: Path, steps: int, workdir: Path) -> list[float]:
     """nanoGPT's per-iteration seconds, as it prints them, over a run of `steps` iterations."""
     import re
@@ -189,6 +231,12 @@ def table_rows(result: dict[str, Any]) -> list[str]:
     """Per step: each variant's ms (what taking it out saves) beside nanoGPT's; then the whole run's parts."""
     from benchmarks.whole_run import PHASES
 
+    if difference := result.get("per_step_by_difference"):
+        cells = ", ".join(f"{r['ours']:.1f}/{r['nanoGPT']:.1f} ms {r['ratio']:.2f}x" for r in difference["rounds"])
+        return [
+            f"| budget, per step by difference (600 - 100 steps), ours/nanoGPT | {cells} | | "
+            f"{difference['median_ratio']:.2f}x (median) |"
+        ]
     ms = result["ms_per_step"]
     full, nano = ms.get("the run"), ms.get("nanoGPT")
     rows = []

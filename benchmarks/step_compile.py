@@ -4,8 +4,9 @@ and the notes' size.
 
 A step is what both training loops do per batch, without either loop around it: forward,
 cross-entropy, backward, gradient clipping at 1.0, fused AdamW, zero_grad, on one fixed batch of
-12 windows. Compiling is timed as the first compiled step (inductor's on-disk cache makes a
-second process's first step much shorter: run the section twice to see both).
+12 windows. Ours and nanoGPT's eager steps alternate in ten turns, so both see the same
+machine. Compiling is timed as the first compiled step (inductor's on-disk cache makes a second
+process's first step much shorter: run the section twice to see both).
 """
 
 from __future__ import annotations
@@ -34,34 +35,55 @@ def _nanogpt_model(nanogpt: Path, layers: int, heads: int, dims: int, block: int
     return GPT(config)
 
 
-def _time_steps(model: torch.nn.Module, forward: Any, block: int, steps: int) -> dict[str, float]:
-    torch.manual_seed(0)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
-    x, y = torch.randint(0, VOCAB, (BATCH, block)), torch.randint(0, VOCAB, (BATCH, block))
-    seconds = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        loss = forward(x, y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        seconds.append(time.perf_counter() - start)
-    return {"first_step_s": seconds[0], "median_ms": statistics.median(seconds[WARMUP:]) * 1000}
+class _Steps:
+    """A model's training steps on one fixed batch, taken a few at a time, so that two models alternate."""
+
+    def __init__(self, model: torch.nn.Module, block: int):
+        torch.manual_seed(0)
+        self.model = model
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+        self.x, self.y = torch.randint(0, VOCAB, (BATCH, block)), torch.randint(0, VOCAB, (BATCH, block))
+        self.seconds: list[float] = []
+
+    def take(self, steps: int) -> None:
+        for _ in range(steps):
+            start = time.perf_counter()
+            _, loss = self.model(self.x, self.y)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            self.seconds.append(time.perf_counter() - start)
+
+    def result(self) -> dict[str, float]:
+        return {"first_step_s": self.seconds[0], "median_ms": statistics.median(self.seconds[WARMUP:]) * 1000}
+
+
+def _alternating(steppers: list[_Steps], steps: int, blocks: int = 10) -> None:
+    """`steps` steps of each, in `blocks` turns whose order flips every turn: machine noise hits both."""
+    for turn in range(blocks):
+        for stepper in steppers if turn % 2 == 0 else steppers[::-1]:
+            stepper.take(steps // blocks)
 
 
 def run(args: Any) -> dict[str, Any]:
     results = {}
     for name, (layers, heads, dims, block) in SIZES.items():
         options = dict(num_layers=layers, num_heads=heads, embedding_dim=dims, context_window=block)
-        ours = build_model(dict(kind="gpt", positional="learned", fused=True, **options), VOCAB)
-        row = {"ours_eager": _time_steps(ours, lambda x, y, m=ours: m(x, y)[1], block, args.steps)}
+        ours = _Steps(build_model(dict(kind="gpt", positional="learned", fused=True, **options), VOCAB), block)
+        eager = [ours]
+        if args.nanogpt:
+            theirs = _Steps(_nanogpt_model(args.nanogpt, layers, heads, dims, block), block)
+            eager.append(theirs)
+        _alternating(eager, args.steps)
+        row = {"ours_eager": ours.result()}
+        if args.nanogpt:
+            row["nanogpt_eager"] = theirs.result()
         compiled = build_model(dict(kind="gpt", positional="learned", fused=True, **options), VOCAB)
         compiled.compile()  # what compile=true does: the training forward only
-        row["ours_compiled"] = _time_steps(compiled, lambda x, y, m=compiled: m(x, y)[1], block, args.steps)
-        if args.nanogpt:
-            theirs = _nanogpt_model(args.nanogpt, layers, heads, dims, block)
-            row["nanogpt_eager"] = _time_steps(theirs, lambda x, y, m=theirs: m(x, y)[1], block, args.steps)
+        compiled_steps = _Steps(compiled, block)
+        compiled_steps.take(args.steps)
+        row["ours_compiled"] = compiled_steps.result()
         results[name] = row
     return results
 

@@ -423,7 +423,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per comparison")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument(
-        "--budget", choices=("all", "steps", "whole"), default="all", help="budget: per step, whole run or both"
+        "--budget",
+        choices=("all", "steps", "whole", "difference"),
+        default="all",
+        help="budget: per step, whole run, both, or per step as (600-step run - 100-step run) / 500",
     )
     parser.add_argument(
         "--equal-validation",
