@@ -165,12 +165,17 @@ class XAxis:
         ax.set_xlabel(label)
 
 
-def _dodged(points: list[tuple], axis: XAxis) -> list[float]:
-    """x of each (value, y, job) point, spread among the points that share its value."""
+def _dodged(points: list[tuple], axis: XAxis) -> list[tuple[float, int]]:
+    """x of each (value, y, job) point, spread among the points that share its value, and its
+    place k among them (labels alternate above and below by k, so neighbours' labels never touch)."""
     shared: dict = {}
     for value, _, job in points:
         shared.setdefault(value, []).append(job)
-    return [axis(value, sorted(shared[value]).index(job), len(shared[value])) for value, _, job in points]
+    placed = []
+    for value, _, job in points:
+        k = sorted(shared[value]).index(job)
+        placed.append((axis(value, k, len(shared[value])), k))
+    return placed
 
 
 def sweep_figure(
@@ -198,10 +203,18 @@ def sweep_figure(
         values = [x for x, _, _ in points]
         log = key in ("parameters", "residual") and all(isinstance(x, int | float) and x > 0 for x in values)
         axis = XAxis(values, log)
-        for x, (_, y, job) in zip(_dodged(points, axis), points, strict=True):
+        for (x, k), (_, y, job) in zip(_dodged(points, axis), points, strict=True):
             color = "tab:orange" if key == "residual" else "tab:blue"
             ax.scatter(x, y, color=color, alpha=0.6 if groups else 1.0, s=16)
-            ax.annotate(str(job), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
+            above = k % 2 == 0
+            ax.annotate(
+                str(job),
+                (x, y),
+                textcoords="offset points",
+                xytext=(3, 3 if above else -3),
+                fontsize=7,
+                va="bottom" if above else "top",
+            )
         axis.dress(ax, "parameters" if key == "residual" else key)
         if key == "residual":
             ax.axhline(0.0, color="grey", linewidth=0.8)
