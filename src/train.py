@@ -186,19 +186,23 @@ def best_checkpoint(trainer: Any) -> str:
     return getattr(trainer.checkpoint_callback, "best_model_path", "") if trainer.checkpoint_callback else ""
 
 
+def validated_loss(lit: Any) -> float | None:
+    """The best val loss, or None when the run never validated (its best is still infinite)."""
+    return lit.best_val_loss if math.isfinite(lit.best_val_loss) else None
+
+
 def write_result(cfg: DictConfig, trainer: Any, lit: Any, num_parameters: int, wall: float) -> None:
     """result.json (rank 0): what a sweep's summary reads, and what tells a rerun that the run is done."""
     if not trainer.is_global_zero:
         return
-    best = lit.best_val_loss
+    best = validated_loss(lit)
     speed = next((c.overall for c in trainer.callbacks if isinstance(c, TokensPerSecond)), None)
-    validated = math.isfinite(best)
     sweeps.write_result(
         cfg.paths.output_dir,
         {
-            "status": "ok" if validated else "not validated",
-            "best_val_loss": best if validated else None,
-            "best_val_bpc": best / math.log(2) if validated else None,
+            "status": "ok" if best is not None else "not validated",
+            "best_val_loss": best,
+            "best_val_bpc": best / math.log(2) if best is not None else None,
             "parameters": num_parameters,
             "tokens_per_sec": speed,
             "steps": trainer.global_step,
@@ -214,10 +218,9 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_pa
     if not trainer.is_global_zero:
         return best
     write_result(cfg, trainer, lit, num_parameters, wall)
-    validated = math.isfinite(best)
-    if validated and trainer.fast_dev_run:
+    if validated_loss(lit) is not None and trainer.fast_dev_run:
         log.info(f"fast_dev_run: val loss {best:.4f} over one batch; no checkpoint is written in this mode")
-    elif validated:
+    elif validated_loss(lit) is not None:
         log.info(f"best val loss {best:.4f} -> {best_path}")
     # What follows runs once, after training: its modules (the sampler, the checkpoint reader, the
     # explorer page) are imported here, not while the run starts.
