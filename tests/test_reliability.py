@@ -20,7 +20,7 @@ import lightning as L
 import pytest
 import torch
 from hydra.errors import HydraException
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from omegaconf import DictConfig, OmegaConf
 
@@ -254,11 +254,15 @@ def small_text(tmp_path_factory) -> Path:
 
 
 class StopAfter(L.Callback):
-    def __init__(self, steps: int):
-        self.steps = steps
+    """Stop after `steps` optimizer steps, or `batches` batches: an accepted
+    trainer.accumulate_grad_batches=10000000001 would otherwise train for days before its first step."""
+
+    def __init__(self, steps: int, batches: int = 8):
+        self.steps, self.batches, self.seen = steps, batches, 0
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        if trainer.global_step >= self.steps:
+        self.seen += 1
+        if trainer.global_step >= self.steps or self.seen >= self.batches:
             trainer.should_stop = True
 
 
@@ -272,9 +276,11 @@ def test_every_key_of_every_group_is_in_the_property_test():
 @pytest.mark.slow  # 50 examples (~1 s each), each composed, checked, built and (if accepted) trained for 2 steps
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(key=st.sampled_from(EVERY_KEY), value=VALUES)
+@example(key="trainer.accumulate_grad_batches", value="10000000001")  # found by a random run: no step for days
 def test_any_value_of_any_key_is_accepted_or_refused_in_one_line_naming_the_key(small_text, tmp_path, key, value):
     """Through the CLI's own path: compose, then the pre-check, with nothing written. What passes
-    must train: its parts are built as train() builds them and take two optimizer steps."""
+    must train: its parts are built as train() builds them and take two optimizer steps (or, when
+    one step accumulates more batches than that, train a few batches)."""
     run = tmp_path / "run"
     shutil.rmtree(run, ignore_errors=True)
     overrides = [f"data.path={small_text}", "model.context_window=16", "model.num_layers=1", f"{key}={value}"]
@@ -301,13 +307,15 @@ def test_any_value_of_any_key_is_accepted_or_refused_in_one_line_naming_the_key(
     # Without the TensorBoard sample and maps (the pre-check checked their values): a sample of
     # millions of characters at the final validation would only take time.
     trainer.callbacks[:] = [c for c in trainer.callbacks if not isinstance(c, (SampleText, AttentionMaps))]
-    trainer.callbacks.append(StopAfter(2))
+    stop = StopAfter(2)
+    trainer.callbacks.append(stop)
     try:
         trainer.fit(module, datamodule=datamodule)
     except NonFiniteLossError as err:  # e.g. optimizer.weight_decay=4.8e13: diverged, said in one line
         assert "\n" not in str(err)
         return
-    assert trainer.global_step >= 1 or cfg.trainer.fast_dev_run, f"{key}={value} trained nothing"
+    stepped = trainer.global_step >= 1 or trainer.accumulate_grad_batches > stop.batches
+    assert stop.seen >= 1 and (stepped or cfg.trainer.fast_dev_run), f"{key}={value} trained nothing"
 
 
 # ---------------------------------------------------------------------------- signals
