@@ -30,7 +30,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("src.plots",),  # figures: attention maps, the sweep's summary.png
     ("src.training",),  # the Lightning pieces: LitGPT, callbacks, checkpoints, optimizer
     ("src.explorer",),  # the explorer page: a checkpoint's model running in one HTML file
-    ("src.sweeps",),  # what a run and a sweep job need from Hydra: result.json, run name, resources
+    ("src.sweeps",),  # what every run and sweep job needs from Hydra: result.json, run name, run folder
+    ("src.sweep_resources",),  # a parallel sweep's jobs sharing the machine: threads, GPU slots
+    ("src.sweep_summary",),  # a multirun's main process: its start, its stop, its summary
+    ("src.sweep_job", "src.sweep_callback"),  # one sweep job; the Hydra callback every run instantiates
     ("src.sweep_launcher",),  # hydra/launcher=parallel: the pool of workers, signals passed on
     ("src.config",),  # the schemas and the value checks
     ("src.preflight", "src.cli"),  # the checks before a run; what every command shares

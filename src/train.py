@@ -157,7 +157,7 @@ def train(cfg: DictConfig) -> float:
             return report(cfg, plan, trainer, lit, num_parameters, time.time() - started)
         except TrainingInterrupted as stop:
             if sweeps.in_multirun():
-                raise  # the sweep stops, and says so once (sweeps.run_job)
+                raise  # the sweep stops, and says so once (sweep_job.run_job)
             status = sweeps.exit_status(stop.signal_name)
             if stop.step >= trainer.max_steps:
                 result = run_dir / "result.json"
@@ -330,7 +330,11 @@ def check_before_hydra(cfg: DictConfig, argv: list[str]) -> None:
 
 
 def task(cfg: DictConfig) -> float | None:
-    return sweeps.run_job(cfg, train) if sweeps.in_multirun() else train(cfg)
+    if sweeps.in_multirun():
+        from src.sweep_job import run_job  # a sweep's job: skipped, resumed or contained as a sweep needs
+
+        return run_job(cfg, train)
+    return train(cfg)
 
 
 def main() -> Any:

@@ -22,9 +22,10 @@ import pytest
 from hydra.core.hydra_config import HydraConfig
 
 from benchmarks import gpu_check
-from src import sweeps
+from src import sweep_resources, sweeps
 from src.cli import compose, sweep_points
 from src.config import check_values
+from src.sweep_job import MEDIA_OFF, ranks_start_as_this_job, run_job
 from src.train import main as train_main
 from tests.helpers import ROOT, run_cli, tiny_training
 from tests.test_bad_input import assert_refused, run_in_process
@@ -87,10 +88,10 @@ def test_lightning_starts_a_ddp_jobs_ranks_as_the_job_not_as_the_sweep(sweep_job
     monkeypatch.setattr(sys, "argv", list(sweep_argv))
     cfg = sweep_job("trainer=ddp_cpu", "model.num_heads=2", num=1)
     run_dir = HydraConfig.get().run.dir
-    with sweeps.ranks_start_as_this_job(cfg):
+    with ranks_start_as_this_job(cfg):
         command, cwd = _hydra_subprocess_cmd(local_rank=1)
     assert "model.num_heads=1,2" not in command and command.count("-m") <= 1  # `-m module` at most
-    media_off = [f"{k}={json.dumps(v)}" for k, v in sweeps.MEDIA_OFF.items()]  # off on every rank
+    media_off = [f"{k}={json.dumps(v)}" for k, v in MEDIA_OFF.items()]  # off on every rank
     assert "callbacks.sample_text=null" in media_off and "sample.max_new_tokens=0" in media_off
     assert command[-5 - len(media_off) :] == [
         "trainer=ddp_cpu",
@@ -226,7 +227,7 @@ def test_every_task_of_a_slurm_job_resumes_alike_and_only_rank_zero_writes_resul
             resumed[rank] = c.ckpt_path
             return 1.5
 
-        assert sweeps.run_job(cfg, train) == 1.5
+        assert run_job(cfg, train) == 1.5
         if rank != 0:
             assert (job / "result.json").read_text() == written  # rank 1 wrote nothing
     expected = str(job / "checkpoints" / "last.ckpt") if before == "running" else None
@@ -416,24 +417,24 @@ def test_parallel_jobs_of_uneven_length_take_a_free_gpu_not_their_job_numbers(sw
     jobs = {}
     for num in (0, 1):
         cfg = sweep_job("hydra/launcher=parallel", "hydra.launcher.n_jobs=2", "trainer=gpu", num=num)
-        jobs[num] = sweeps.configure_job_resources(cfg)
+        jobs[num] = sweep_resources.configure_job_resources(cfg)
     assert (jobs[0].gpu, jobs[1].gpu) == (0, 1)
     jobs[1].release()  # job 1 ends; job 0 still trains
     cfg = sweep_job("hydra/launcher=parallel", "hydra.launcher.n_jobs=2", "trainer=gpu", num=2)
-    jobs[2] = sweeps.configure_job_resources(cfg)
+    jobs[2] = sweep_resources.configure_job_resources(cfg)
     assert jobs[2].gpu == 1 and list(cfg.trainer.devices) == [1]
     jobs[0].release()
     cfg = sweep_job("hydra/launcher=parallel", "hydra.launcher.n_jobs=2", "trainer=gpu", num=3)
-    assert sweeps.configure_job_resources(cfg).gpu == 0  # and job 3 takes the one job 0 freed
+    assert sweep_resources.configure_job_resources(cfg).gpu == 0  # and job 3 takes the one job 0 freed
 
 
 def test_jobs_sharing_gpus_fill_every_gpu_before_doubling_up_and_wait_when_all_are_taken(tmp_path):
-    taken = [sweeps.take_gpu_slot(tmp_path, gpus=2, jobs_per_gpu=2) for _ in range(4)]
+    taken = [sweep_resources.take_gpu_slot(tmp_path, gpus=2, jobs_per_gpu=2) for _ in range(4)]
     assert [gpu for gpu, _ in taken] == [0, 1, 0, 1]
     started = time.monotonic()
     timer = threading.Timer(0.3, os.close, [taken[1][1]])  # the job on GPU 1 ends in 0.3 s
     timer.start()
-    assert sweeps.take_gpu_slot(tmp_path, gpus=2, jobs_per_gpu=2, wait=0.05)[0] == 1
+    assert sweep_resources.take_gpu_slot(tmp_path, gpus=2, jobs_per_gpu=2, wait=0.05)[0] == 1
     assert time.monotonic() - started >= 0.3
 
 

@@ -7,32 +7,34 @@ import pytest
 import torch
 from hydra.core.hydra_config import HydraConfig
 
-from src import sweep_analysis, sweeps
+from src import sweep_analysis, sweep_resources, sweeps
 from src.plots import save_png, sweep_figure
+from src.sweep_job import sweep_defaults
 
 
 def test_concurrent_jobs_divide_the_cores_and_take_a_gpu_each():
-    assert sweeps.plan_resources(4, cores=16, gpus=0, accelerator="auto", devices=1) == (4, False)
-    assert sweeps.plan_resources(3, cores=2, gpus=0, accelerator="cpu", devices=1) == (1, False)  # never 0 threads
-    assert sweeps.plan_resources(4, cores=16, gpus=2, accelerator="gpu", devices=1) == (4, True)
-    assert sweeps.plan_resources(3, 12, 3, "auto", 1) == (4, True)
+    assert sweep_resources.plan_resources(4, cores=16, gpus=0, accelerator="auto", devices=1) == (4, False)
+    # never 0 threads
+    assert sweep_resources.plan_resources(3, cores=2, gpus=0, accelerator="cpu", devices=1) == (1, False)
+    assert sweep_resources.plan_resources(4, cores=16, gpus=2, accelerator="gpu", devices=1) == (4, True)
+    assert sweep_resources.plan_resources(3, 12, 3, "auto", 1) == (4, True)
     # a CPU trainer, a DDP job and a sequential sweep keep their devices
-    assert not sweeps.plan_resources(4, 16, 2, "cpu", 1)[1]
-    assert not sweeps.plan_resources(4, 16, 2, "gpu", 4)[1]
-    assert not sweeps.plan_resources(1, 16, 2, "gpu", 1)[1]
+    assert not sweep_resources.plan_resources(4, 16, 2, "cpu", 1)[1]
+    assert not sweep_resources.plan_resources(4, 16, 2, "gpu", 4)[1]
+    assert not sweep_resources.plan_resources(1, 16, 2, "gpu", 1)[1]
 
 
 def test_a_parallel_job_sets_its_share_of_threads(sweep_job, monkeypatch):
     monkeypatch.setattr(sweeps, "cpu_cores", lambda: 8)
     monkeypatch.setattr(sweeps, "gpu_count", lambda: 0)
     cfg = sweep_job("hydra/launcher=parallel", "hydra.launcher.n_jobs=4", num=5)
-    plan = sweeps.configure_job_resources(cfg)
+    plan = sweep_resources.configure_job_resources(cfg)
     assert plan.threads == 2 and torch.get_num_threads() == 2
     assert cfg.trainer.devices == 1  # no GPU here: devices untouched
 
     monkeypatch.setattr(sweeps, "gpu_count", lambda: 2)
     cfg = sweep_job("hydra/launcher=parallel", "hydra.launcher.n_jobs=4", num=5)
-    plan = sweeps.configure_job_resources(cfg)
+    plan = sweep_resources.configure_job_resources(cfg)
     assert plan.gpu == 0 and list(cfg.trainer.devices) == [0]  # the first free GPU slot
     plan.release()
 
@@ -41,11 +43,11 @@ def test_fewer_jobs_than_workers_get_more_threads_and_a_sequential_sweep_is_left
     monkeypatch.setattr(sweeps, "cpu_cores", lambda: 8)
     grid = ["model.num_heads=2,4", "model.embedding_dim=32"]  # 2 jobs, 8 workers: 4 threads each
     cfg = sweep_job("hydra/launcher=parallel", "hydra.launcher.n_jobs=8", sweep_overrides=grid)
-    assert sweeps.configure_job_resources(cfg).threads == 4
+    assert sweep_resources.configure_job_resources(cfg).threads == 4
     cfg = sweep_job("hydra/launcher=parallel", "hydra.launcher.n_jobs=-1", sweep_overrides=["seed=1,2,3,4"])
-    assert sweeps.concurrent_jobs(HydraConfig.get()) == 4  # joblib's -1: every core, capped by the sweep
+    assert sweep_resources.concurrent_jobs(HydraConfig.get()) == 4  # joblib's -1: every core, capped by the sweep
     cfg = sweep_job("model.num_heads=2")  # Hydra's basic launcher: one job at a time, threads as they are
-    assert sweeps.configure_job_resources(cfg) is None
+    assert sweep_resources.configure_job_resources(cfg) is None
 
 
 def test_the_parallel_launcher_defaults_to_every_core_or_every_gpu(sweep_job, monkeypatch):
@@ -75,16 +77,16 @@ def test_bad_sweep_keys_are_refused_with_the_fix():
 
 
 def test_sweep_jobs_skip_media_unless_asked(sweep_job):
-    cfg = sweeps.sweep_defaults(sweep_job("model.num_heads=2"))
+    cfg = sweep_defaults(sweep_job("model.num_heads=2"))
     assert cfg.callbacks.sample_text is None and cfg.callbacks.attention_maps is None
     assert cfg.sample.max_new_tokens == 0 and cfg.callbacks.model_checkpoint is not None
-    cfg = sweeps.sweep_defaults(sweep_job("sample.max_new_tokens=50", "callbacks.attention_maps.prompt=ab"))
+    cfg = sweep_defaults(sweep_job("sample.max_new_tokens=50", "callbacks.attention_maps.prompt=ab"))
     assert cfg.sample.max_new_tokens == 50 and cfg.callbacks.attention_maps.prompt == "ab"
     assert cfg.callbacks.sample_text is None
     kept = sweep_job("sweep.media=true")
-    assert sweeps.sweep_defaults(kept).callbacks.sample_text.max_new_tokens == 200
+    assert sweep_defaults(kept).callbacks.sample_text.max_new_tokens == 200
     HydraConfig.instance().cfg = None  # a single run is never changed
-    assert sweeps.sweep_defaults(kept).sample.max_new_tokens == 300
+    assert sweep_defaults(kept).sample.max_new_tokens == 300
 
 
 def job(num, loss, parameters, *overrides, status="ok"):

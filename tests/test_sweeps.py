@@ -19,7 +19,7 @@ import torch
 from omegaconf import open_dict, read_write
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from src import sweeps
+from src import sweep_summary, sweeps
 from src.cli import compose
 from tests.helpers import ROOT, run_cli, tiny_training
 
@@ -263,7 +263,7 @@ def rows_of(sweep_job, tmp_path, records: dict[int, dict], launched: dict[int, l
     for number, record in records.items():
         (tmp_path / str(number)).mkdir()
         sweeps.write_record(tmp_path / str(number), record)
-    state = sweeps.ThisSweep(cfg, launched, set(returned_none))
+    state = sweep_summary.ThisSweep(cfg, launched, set(returned_none))
     return cfg, state
 
 
@@ -277,8 +277,8 @@ def test_a_sweeps_rows_are_its_own_jobs_as_their_directories_record_them(sweep_j
         9: {"overrides": ["model.num_heads=32"], "status": "ok"},  # a stale job of a larger grid
     }
     cfg, state = rows_of(sweep_job, tmp_path, records, {**heads, 4: ["model.num_heads=3"]}, returned_none={2})
-    monkeypatch.setattr(sweeps, "SWEEP", state)
-    rows = sweeps.sweep_rows(cfg)
+    monkeypatch.setattr(sweep_summary, "SWEEP", state)
+    rows = sweep_summary.sweep_rows(cfg)
     assert [(r["job"], r["run_name"], r["status"]) for r in rows] == [
         (0, "num_heads=1", "ok"),
         (1, "num_heads=2", "failed"),
@@ -288,9 +288,10 @@ def test_a_sweeps_rows_are_its_own_jobs_as_their_directories_record_them(sweep_j
     ]
     assert rows[1]["reason"] == f"{tmp_path / '1'} holds another job (num_heads=16): kept"
     assert rows[2]["reason"] == "refused: another training is running in its directory"
-    monkeypatch.setattr(sweeps, "SWEEP", sweeps.ThisSweep(cfg))  # stopped before its first job: none of its own
-    assert sweeps.sweep_rows(cfg) == []
-    assert sweeps.stop_line("SIGTERM", rows, 6) == (
+    # stopped before its first job: none of its own
+    monkeypatch.setattr(sweep_summary, "SWEEP", sweep_summary.ThisSweep(cfg))
+    assert sweep_summary.sweep_rows(cfg) == []
+    assert sweep_summary.stop_line("SIGTERM", rows, 6) == (
         "SIGTERM stopped the sweep: 1 of 6 jobs finished; interrupted: 3; failed: 1, 2; 2 not started; "
         "rerun the same command to resume it"
     )
@@ -306,10 +307,10 @@ def test_another_grid_is_found_before_the_sweep_but_not_a_job_resumed_by_hand(sw
     resumed = ["model.num_heads=8", "seed=3", f"ckpt_path='{tmp_path / '0'}'", "progress_bar=true"]
     sweeps.write_record(tmp_path / "0", {"overrides": resumed, "status": "ok"})
     sweeps.write_record(tmp_path / "1", {"overrides": ["model.num_heads=4", "seed=3"], "run_name": "num_heads=4"})
-    assert sweeps.other_jobs(cfg) == [(1, "num_heads=4", "num_heads=16")]
+    assert sweep_summary.other_jobs(cfg) == [(1, "num_heads=4", "num_heads=16")]
     with read_write(cfg.hydra), open_dict(cfg):
         cfg.hydra.overrides.task.append("overwrite=true")
-    assert sweeps.other_jobs(cfg) == []
+    assert sweep_summary.other_jobs(cfg) == []
 
 
 def test_a_worker_whose_main_process_is_gone_saves_and_stops(tmp_path, monkeypatch):

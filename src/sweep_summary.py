@@ -1,0 +1,166 @@
+"""A multirun's main process: a grid that would overwrite another sweep's jobs is refused before it
+starts, SIGINT or SIGTERM between jobs stops it, and at its end the jobs' results are summarised.
+
+The summary hands the jobs' result.json rows to src/sweep_analysis.py (a table of every job, the
+seeds' mean and spread, a power law fitted to loss against model size: `summary.md` in the sweep
+directory) and to src/plots.py (`summary.png`). Loaded only when a multirun starts
+(src/sweep_callback.py), never by a single run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig
+
+from src.sweep_resources import sweep_size
+from src.sweeps import SIGNALS, exit_status, name_of, read_result, same_job, swept_keys
+
+
+@dataclass
+class ThisSweep:
+    """The multirun this process runs as its main process: its config, the jobs it launched (number ->
+    overrides), those that returned no loss here (failed, or refused), and the signal that stopped it."""
+
+    config: DictConfig | None = None
+    launched: dict[int, list[str]] = field(default_factory=dict)
+    returned_none: set[int] = field(default_factory=set)
+    stopped: str | None = None
+
+
+SWEEP = ThisSweep()
+
+
+def stop_sweep(signum: int, frame: Any) -> None:
+    """The main process's handler outside a job's training (between jobs, while one loads): nothing is
+    unsaved, so the sweep stops now, with its summary. A second signal while it is written stops at once."""
+    name = signal.Signals(signum).name
+    if SWEEP.stopped is not None:
+        print(f"error: second {name} while the sweep stopped: stopped at once", file=sys.stderr)
+        os._exit(128 + signum)
+    assert SWEEP.config is not None
+    finish(SWEEP.config, name)
+
+
+def other_jobs(config: DictConfig) -> list[tuple[int, str, str]]:
+    """The jobs of a grid (Hydra's basic sweeper) whose directory holds another job: (number, its run
+    name, this job's), unless overwrite=true. Found before the sweep starts; run_job refuses such a job
+    of any other sweeper (Optuna's trials are drawn as it goes) when its turn comes."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    if not str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
+        return []
+    params = config.hydra.sweeper.get("params") or {}
+    typed = [*(f"{k}={v}" for k, v in params.items()), *config.hydra.overrides.task]
+    parsed = OverridesParser.create().parse_overrides(typed)
+    swept = {o.get_key_element() for o in parsed if o.is_sweep_override()}
+    batches = BasicSweeper.split_arguments(parsed, None)
+    other = []
+    for number, overrides in enumerate(job for batch in batches for job in batch):
+        record = read_result(Path(config.hydra.sweep.dir) / str(number))
+        overwrite = any(o.lower() in ("overwrite=true", "+overwrite=true") for o in overrides)
+        if record is not None and not overwrite and not same_job(record.get("overrides"), overrides):
+            theirs = record.get("run_name") or " ".join(record.get("overrides", []))
+            other.append((number, theirs, name_of(overrides, swept)))
+    return other
+
+
+def sweep_rows(config: DictConfig) -> list[dict[str, Any]]:
+    """summary.md's rows: the jobs this process launched, each as its directory records it (a job
+    refused, or a directory holding another sweep's job, says so); every job directory when the jobs
+    were launched elsewhere (hydra/launcher=slurm)."""
+    sweep_dir = Path(config.hydra.sweep.dir)
+    here = str(config.hydra.launcher.get("_target_", "")).endswith(("BasicLauncher", "ParallelLauncher"))
+    if not SWEEP.launched:  # none yet (stopped before its first job), or run by another launcher
+        jobs = [p for p in sweep_dir.glob("[0-9]*") if p.is_dir() and p.name.isdigit()] if not here else []
+        return [
+            {"job": int(p.name), **(read_result(p) or {"status": "missing"})}
+            for p in sorted(jobs, key=lambda p: int(p.name))
+        ]
+    swept = swept_keys(config.hydra)
+    rows = []
+    for number, overrides in sorted(SWEEP.launched.items()):
+        job_dir = sweep_dir / str(number)
+        record = read_result(job_dir)
+        row: dict[str, Any] = {"job": number, "overrides": overrides, "run_name": name_of(overrides, swept)}
+        if record is None:
+            row["status"] = "not started"
+        elif not same_job(record.get("overrides"), overrides):
+            other = record.get("run_name") or " ".join(record.get("overrides", []))
+            row.update(status="failed", reason=f"{job_dir} holds another job ({other}): kept")
+        elif record.get("status") == "running" and number in SWEEP.returned_none:
+            row.update(record, status="failed", reason="refused: another training is running in its directory")
+        else:
+            row.update(record, run_name=record.get("run_name") or row["run_name"])
+            if row["status"] == "running":  # no job of this sweep runs now: it was stopped before it said so
+                row["status"] = "interrupted"
+        rows.append(row)
+    return rows
+
+
+def finish(config: DictConfig, stopped: str | None = None, total: int | None = None) -> None:
+    """The sweep's summary (printed, summary.md, summary.png) and how it ended: exit status 1 if a job
+    failed; if a signal stopped it, one line saying what was done and how to resume, exit 130 or 143."""
+    SWEEP.stopped = stopped
+    sweep_dir = Path(config.hydra.sweep.dir)
+    rows = sweep_rows(config)
+    if rows:
+        from src.sweep_analysis import summary_text  # the analysis only once the sweep is done
+
+        table, fit, residuals = summary_text(rows)
+        (sweep_dir / "summary.md").write_text(f"# Sweep {sweep_dir}\n\n{table}\n")
+        from src.plots import save_png, sweep_figure  # matplotlib too
+
+        figure = sweep_figure(rows, sorted(swept_keys(config.hydra)), fit, residuals)
+        save_png(figure, str(sweep_dir / "summary.png"))
+        from src.training.tensorboard import watch_command  # every job's curves, named by what it swept
+
+        print(f"\n{table}\n\nsummary: {sweep_dir / 'summary.md'}, plot: {sweep_dir / 'summary.png'}")
+        print(f"watch it: {watch_command(sweep_dir)}")
+    if stopped is not None:
+        print(f"error: {stop_line(stopped, rows, total or sweep_size(config.hydra) or len(rows))}", file=sys.stderr)
+        sys.exit(exit_status(stopped))
+    failed = [r["job"] for r in rows if r.get("status") != "ok"]
+    if failed:
+        print(f"error: {len(failed)} of {len(rows)} jobs failed: {failed}", file=sys.stderr)
+        sys.exit(1)
+
+
+def stop_line(stopped: str, rows: list[dict[str, Any]], total: int) -> str:
+    """`SIGTERM stopped the sweep: 1 of 4 jobs finished; interrupted: 1, 2; 1 not started; rerun ...`."""
+    interrupted = [r["job"] for r in rows if r.get("status") == "interrupted"]
+    failed = [r["job"] for r in rows if r.get("status") not in ("ok", "interrupted", "not started")]
+    finished = sum(r.get("status") == "ok" for r in rows)
+    parts = [f"{finished} of {total} jobs finished"]
+    parts += [
+        f"{label}: {', '.join(map(str, jobs))}"
+        for label, jobs in (("interrupted", interrupted), ("failed", failed))
+        if jobs
+    ]
+    if total > finished + len(interrupted) + len(failed):
+        parts.append(f"{total - finished - len(interrupted) - len(failed)} not started")
+    return f"{stopped} stopped the sweep: {'; '.join(parts)}; rerun the same command to resume it"
+
+
+def start(config: DictConfig) -> None:
+    """As the multirun starts: refuse a grid whose directory holds another sweep's jobs (before Hydra
+    writes into it), then stop on SIGINT or SIGTERM between jobs."""
+    other = other_jobs(config)
+    if other:
+        number, theirs, ours = other[0]
+        print(
+            f"error: hydra.sweep.dir={config.hydra.sweep.dir} holds another sweep: its job {number} is "
+            f"{theirs}, this sweep's job {number} is {ours} ({len(other)} such jobs): choose a new "
+            f"hydra.sweep.dir, or overwrite=true to replace them",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    SWEEP.config = config
+    for s in SIGNALS:
+        signal.signal(s, stop_sweep)
