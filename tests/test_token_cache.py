@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from src.data import token_cache
+from src.data import token_encode
 from src.data.corpus import DataError
 from src.data.datamodule import ShakespeareDataModule
-from src.data.token_cache import cache_key, encode, load, open_corpus
+from src.data.token_cache import cache_key, load, open_corpus
+from src.data.token_encode import encode
 from src.data.tokenizer import CharTokenizer
 from src.data.windows import RandomWindowBatches
 from src.training.lit_gpt import LitGPT
@@ -54,7 +55,7 @@ def test_a_cache_is_reused_and_rebuilt_when_its_source_changes(tmp_path, monkeyp
     source = write(tmp_path, "first version of the text\n" * 20)
     first = open_corpus(source, tmp_path)
     calls = []
-    monkeypatch.setattr(token_cache, "encode", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr(token_encode, "encode", lambda *a, **k: calls.append(a))
     again = open_corpus(source, tmp_path)
     assert again.directory == first.directory and calls == []  # memory-mapped, not encoded
     monkeypatch.undo()
@@ -73,7 +74,7 @@ def test_an_interrupted_encode_leaves_no_usable_cache(tmp_path, monkeypatch):
     def interrupted(fd):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(token_cache.os, "fsync", interrupted)  # Ctrl-C while the tokens are flushed
+    monkeypatch.setattr(token_encode.os, "fsync", interrupted)  # Ctrl-C while the tokens are flushed
     with pytest.raises(KeyboardInterrupt):
         open_corpus(source, tmp_path)
     assert list((tmp_path / "tokens").iterdir()) == []  # neither the cache nor its temporary directory
