@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("src.sweep_job", "src.sweep_callback"),  # one sweep job; the Hydra callback every run instantiates
     ("src.sweep_launcher",),  # hydra/launcher=parallel: the pool of workers, signals passed on
     ("src.config",),  # the schemas and the value checks
+    ("src.resume",),  # what a resumed run checks of its checkpoint
     ("src.preflight", "src.cli"),  # the checks before a run; what every command shares
     ("src.train", "src.evaluate", "src.generate", "src.plot_attention", "src.explore"),  # the commands
     ("benchmarks",),

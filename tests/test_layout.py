@@ -3,6 +3,8 @@
 import pytest
 
 from benchmarks.layout import LAYERS, circles, import_graph, loaded_at_fit_start, place, upward
+from src.cli import compose
+from src.preflight import open_text
 
 
 def test_no_import_circles():
@@ -25,9 +27,17 @@ def test_the_checks_see_circles_and_upward_imports():
 @pytest.mark.slow  # a tiny training run as a process
 def test_a_run_from_scratch_loads_what_it_trains_with_and_not_what_it_uses_after():
     """`python -m src.train` at fit start: the sampler, the checkpoint reader, the explorer page, the
-    figures and the sweep analysis are imported where they are used (a validation, a resume, the end)."""
+    figures and the sweep analysis are imported where they are used (a validation, a resume, the end);
+    a sweep's jobs, resources and summary, the resume checks and the text's encoder only by a
+    multirun, a resume and a cache miss."""
+    open_text(compose("train", []).data)  # the text's token cache is there, as on every run but a text's first
     loaded = loaded_at_fit_start([])
     assert {"src/train.py", "src/training/lit_gpt.py", "src/data/datamodule.py"} <= set(loaded)
     later = {"src/model/sampling.py", "src/training/checkpoint.py", "src/explorer/page.py", "src/plots.py"}
     assert not later & set(loaded), later & set(loaded)
     assert "src/sweep_analysis.py" not in loaded
+    elsewhere = {
+        *("src/sweep_job.py", "src/sweep_resources.py", "src/sweep_summary.py", "src/sweep_launcher.py"),
+        *("src/resume.py", "src/data/token_encode.py"),
+    }
+    assert not elsewhere & set(loaded), elsewhere & set(loaded)
