@@ -26,15 +26,16 @@ LAYERS: list[tuple[str, ...]] = [
     ("src.rules",),  # every rule a value must follow, written once (no torch, Lightning or Hydra)
     ("src.data",),  # the text: corpus, tokenizer, token cache, windows, DataModule
     ("src.model",),  # the math: attention, layers, GPT and SeedGPT, sampling
-    ("src.sweep_analysis",),  # after a sweep: seed groups, the fit, the tables (numbers only)
-    ("src.plots",),  # figures: attention maps, the sweep's summary.png
+    ("src.sweeps.analysis",),  # after a sweep: seed groups, the fit, the tables (numbers only)
+    ("src.plots",),  # figures of attention: TensorBoard's maps, plot_attention's PNG
+    ("src.sweeps.figure",),  # a sweep's summary.png, drawn from the analysis' numbers
     ("src.training",),  # the Lightning pieces: LitGPT, callbacks, checkpoints, optimizer
     ("src.explorer",),  # the explorer page: a checkpoint's model running in one HTML file
     ("src.sweeps",),  # what every run and sweep job needs from Hydra: result.json, run name, run folder
-    ("src.sweep_resources",),  # a parallel sweep's jobs sharing the machine: threads, GPU slots
-    ("src.sweep_summary",),  # a multirun's main process: its start, its stop, its summary
-    ("src.sweep_job", "src.sweep_callback"),  # one sweep job; the Hydra callback every run instantiates
-    ("src.sweep_launcher",),  # hydra/launcher=parallel: the pool of workers, signals passed on
+    ("src.sweeps.resources",),  # a parallel sweep's jobs sharing the machine: threads, GPU slots
+    ("src.sweeps.summary",),  # a multirun's main process: its start, its stop, its summary
+    ("src.sweeps.job", "src.sweeps.callback"),  # one sweep job; the Hydra callback every run instantiates
+    ("src.sweeps.launcher",),  # hydra/launcher=parallel: the pool of workers, signals passed on
     ("src.config",),  # the schemas and the value checks
     ("src.resume",),  # what a resumed run checks of its checkpoint
     ("src.preflight", "src.cli"),  # the checks before a run; what every command shares

@@ -1,8 +1,7 @@
-"""Figures: where each head attends (TensorBoard, plot_attention), and what a sweep found (summary.png)."""
+"""Figures of attention: where each head attends (TensorBoard, plot_attention). A sweep's summary.png
+is drawn by src/sweeps/figure.py with this module's DPI and save_png."""
 
 from __future__ import annotations
-
-import math
 
 import matplotlib
 
@@ -14,8 +13,6 @@ import torch  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from torch import Tensor  # noqa: E402
-
-from src.sweep_analysis import PowerLaw, finite_loss, seed_groups  # noqa: E402
 
 CELL = 3.0  # inches per head panel
 TITLE = 0.6  # inches for the figure title
@@ -110,142 +107,3 @@ def save_png(fig: Figure, path: str) -> None:
     """At the figure's exact size (figsize x DPI), so the pixel size is predictable."""
     fig.savefig(path, dpi=DPI, format="png")
     plt.close(fig)
-
-
-def _value(text: str) -> int | float | str:
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
-def _swept_value(row: dict, key: str) -> int | float | str | None:
-    if key == "parameters":
-        return row.get("parameters")
-    given = dict(o.lstrip("+").split("=", 1) for o in row.get("overrides", []) if "=" in o)
-    return _value(given[key]) if key in given else None
-
-
-MAX_TICKS = 8  # more swept values than this: every k-th is labelled
-
-
-def compact(value: int | float | str) -> str:
-    """A tick label that stays short: 16, 0.003, 4.16K, 1.2M."""
-    if isinstance(value, str):
-        return value
-    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "K")):
-        if abs(value) >= size:
-            return f"{value / size:.3g}{suffix}"
-    return f"{value:g}"
-
-
-class XAxis:
-    """Where a panel draws each value: swept values evenly spaced in their order, parameter counts
-    at log10(N), on a plain linear axis whose ticks are the values themselves (no 4x10^3 labels).
-    Points that share a value (seeds, or other swept keys) are spread sideways, so that neither
-    they nor their job labels sit on top of each other."""
-
-    def __init__(self, values: list, log: bool):
-        self.values = sorted(set(values), key=lambda v: (isinstance(v, str), str(v) if isinstance(v, str) else v))
-        self.place = {v: (math.log10(v) if log else float(i)) for i, v in enumerate(self.values)}
-        low, high = self.place[self.values[0]], self.place[self.values[-1]]
-        self.step = (high - low) / (len(self.values) - 1) if len(self.values) > 1 else 1.0
-
-    def __call__(self, value: int | float | str, k: int = 0, m: int = 1) -> float:
-        """The k-th of m points at `value`."""
-        return self.place[value] + (k - (m - 1) / 2) * min(0.15, 0.6 / m) * self.step
-
-    def dress(self, ax: Axes, label: str) -> None:
-        every = math.ceil(len(self.values) / MAX_TICKS)
-        shown = self.values[::every]
-        ax.set_xticks([self.place[v] for v in shown], [compact(v) for v in shown], fontsize=8)
-        ax.set_xlim(self.place[self.values[0]] - self.step / 2, self.place[self.values[-1]] + self.step / 2)
-        ax.set_xlabel(label)
-
-
-def _dodged(points: list[tuple], axis: XAxis) -> list[tuple[float, int]]:
-    """x of each (value, y, job) point, spread among the points that share its value, and its
-    place k among them (labels alternate above and below by k, so neighbours' labels never touch)."""
-    shared: dict = {}
-    for value, _, job in points:
-        shared.setdefault(value, []).append(job)
-    placed = []
-    for value, _, job in points:
-        k = sorted(shared[value]).index(job)
-        placed.append((axis(value, k, len(shared[value])), k))
-    return placed
-
-
-def sweep_figure(
-    rows: list[dict], swept: list[str], fit: PowerLaw | None = None, residuals: dict | None = None
-) -> Figure:
-    """Best val loss of each finished job against each swept value and the model size.
-
-    With repeated seeds, each configuration's mean and standard deviation is drawn over its
-    jobs; with a power-law fit, its curve is on the size panel and each job's residual beside it.
-    """
-    done = [(row, loss) for row in rows if (loss := finite_loss(row)) is not None]
-    groups = seed_groups(rows)
-    by_job = {row["job"]: row for row, _ in done}
-    panels = [key for key in swept if key != "seed"] + ["parameters"] + (["residual"] if fit and residuals else [])
-    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6), dpi=DPI, squeeze=False)
-    for ax, key in zip(axes[0], panels, strict=True):
-        ax.grid(alpha=0.3)
-        if key == "residual":
-            points = [(by_job[j]["parameters"], r, j) for j, r in (residuals or {}).items() if j in by_job]
-        else:
-            points = [(x, loss, row["job"]) for row, loss in done if (x := _swept_value(row, key)) is not None]
-        if not points:
-            ax.set_xlabel(key)
-            continue
-        values = [x for x, _, _ in points]
-        log = key in ("parameters", "residual") and all(isinstance(x, int | float) and x > 0 for x in values)
-        axis = XAxis(values, log)
-        for (x, k), (_, y, job) in zip(_dodged(points, axis), points, strict=True):
-            color = "tab:orange" if key == "residual" else "tab:blue"
-            ax.scatter(x, y, color=color, alpha=0.6 if groups else 1.0, s=16)
-            above = k % 2 == 0
-            ax.annotate(
-                str(job),
-                (x, y),
-                textcoords="offset points",
-                xytext=(3, 3 if above else -3),
-                fontsize=7,
-                va="bottom" if above else "top",
-            )
-        axis.dress(ax, "parameters" if key == "residual" else key)
-        if key == "residual":
-            ax.axhline(0.0, color="grey", linewidth=0.8)
-            ax.set_ylabel("best val loss - fit", fontsize=8)
-            continue
-        if groups:  # each configuration's mean over its seeds, +- one standard deviation
-            drawn = False
-            for g in groups:
-                xs = {_swept_value(by_job[j], key) for j in g.jobs}
-                if len(xs) == 1 and None not in xs:
-                    label = None if drawn else "mean ± std over seeds"
-                    ax.errorbar(
-                        axis(xs.pop()), g.mean, yerr=g.std or 0, fmt="_", color="tab:red", capsize=4, label=label
-                    )
-                    drawn = True
-        if key == "parameters" and fit:
-            n = np.geomspace(min(values), max(values), 100)
-            ax.plot(
-                np.log10(n), fit(n), "--", color="tab:orange", label=f"{fit.a:.3g}·N^-{fit.alpha:.2f} + {fit.c:.3f}"
-            )
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-        ax.set_ylabel("best val loss", fontsize=8)
-    failed = sum(1 for row in rows if row.get("status") != "ok")
-    no_loss = len(rows) - failed - len(done)
-    title = f"{len(done)} finished jobs" + (f", {failed} failed (see summary.md)" if failed else "")
-    title += f", {no_loss} without a finite val loss" if no_loss else ""
-    if fit:
-        title += f"; loss vs size: L(N) = a·N^-alpha + c, alpha = {fit.alpha:.3f}"
-    elif done:
-        title += "; no power-law fit of loss against size (summary.md says why)"
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    return fig

@@ -331,7 +331,7 @@ def check_before_hydra(cfg: DictConfig, argv: list[str]) -> None:
 
 def task(cfg: DictConfig) -> float | None:
     if sweeps.in_multirun():
-        from src.sweep_job import run_job  # a sweep's job: skipped, resumed or contained as a sweep needs
+        from src.sweeps.job import run_job  # a sweep's job: skipped, resumed or contained as a sweep needs
 
         return run_job(cfg, train)
     return train(cfg)

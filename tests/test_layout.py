@@ -35,9 +35,9 @@ def test_a_run_from_scratch_loads_what_it_trains_with_and_not_what_it_uses_after
     assert {"src/train.py", "src/training/lit_gpt.py", "src/data/datamodule.py"} <= set(loaded)
     later = {"src/model/sampling.py", "src/training/checkpoint.py", "src/explorer/page.py", "src/plots.py"}
     assert not later & set(loaded), later & set(loaded)
-    assert "src/sweep_analysis.py" not in loaded
+    assert "src/sweeps/analysis.py" not in loaded
     elsewhere = {
-        *("src/sweep_job.py", "src/sweep_resources.py", "src/sweep_summary.py", "src/sweep_launcher.py"),
+        *("src/sweeps/job.py", "src/sweeps/resources.py", "src/sweeps/summary.py", "src/sweeps/launcher.py"),
         *("src/resume.py", "src/data/token_encode.py"),
     }
     assert not elsewhere & set(loaded), elsewhere & set(loaded)

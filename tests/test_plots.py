@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from src import sweep_analysis
-from src.plots import AttentionFigure, attention_figure, sweep_figure
+from src.plots import AttentionFigure, attention_figure
+from src.sweeps import analysis as sweep_analysis
+from src.sweeps.figure import sweep_figure
 
 
 def causal_weights(heads: int, T: int, seed: int) -> torch.Tensor:

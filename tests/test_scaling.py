@@ -22,10 +22,11 @@ import pytest
 from hydra.core.hydra_config import HydraConfig
 
 from benchmarks import gpu_check
-from src import sweep_resources, sweeps
+from src import sweeps
 from src.cli import compose, sweep_points
 from src.config import check_values
-from src.sweep_job import MEDIA_OFF, ranks_start_as_this_job, run_job
+from src.sweeps import resources as sweep_resources
+from src.sweeps.job import MEDIA_OFF, ranks_start_as_this_job, run_job
 from src.train import main as train_main
 from tests.helpers import ROOT, run_cli, tiny_training
 from tests.test_bad_input import assert_refused, run_in_process

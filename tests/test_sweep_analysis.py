@@ -7,9 +7,12 @@ import pytest
 import torch
 from hydra.core.hydra_config import HydraConfig
 
-from src import sweep_analysis, sweep_resources, sweeps
-from src.plots import save_png, sweep_figure
-from src.sweep_job import sweep_defaults
+from src import sweeps
+from src.plots import save_png
+from src.sweeps import analysis as sweep_analysis
+from src.sweeps import resources as sweep_resources
+from src.sweeps.figure import sweep_figure
+from src.sweeps.job import sweep_defaults
 
 
 def test_concurrent_jobs_divide_the_cores_and_take_a_gpu_each():

@@ -19,8 +19,9 @@ import torch
 from omegaconf import open_dict, read_write
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from src import sweep_summary, sweeps
+from src import sweeps
 from src.cli import compose
+from src.sweeps import summary as sweep_summary
 from tests.helpers import ROOT, run_cli, tiny_training
 
 FAST = ["model.num_layers=1", "trainer.max_steps=10", "trainer.val_check_interval=10", "sample.max_new_tokens=0"]
@@ -241,7 +242,7 @@ def test_a_killed_worker_fails_only_its_own_job():
     returned; the launcher's pool gives each worker an executor of its own."""
     from joblib.externals.loky.process_executor import BrokenProcessPool
 
-    from src.sweep_launcher import WorkerPool
+    from src.sweeps.launcher import WorkerPool
 
     pool = WorkerPool(2)
     try:

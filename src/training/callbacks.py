@@ -231,7 +231,7 @@ class TrainingInterrupted(Exception):
         self.signal_name, self.step, self.saved_to = signal_name, step, saved_to
 
 
-# Set by a parallel sweep for its workers (src/sweeps.py): the pid of the sweep's main process.
+# Set by the parallel launcher for its workers (src/sweeps/launcher.py): the pid of the sweep's main process.
 PARENT_ENV = "SCRATCHGPT_SWEEP_PARENT"
 PARENT_GONE = "the sweep's main process ended"
 

@@ -1,10 +1,10 @@
 """A multirun's main process: a grid that would overwrite another sweep's jobs is refused before it
 starts, SIGINT or SIGTERM between jobs stops it, and at its end the jobs' results are summarised.
 
-The summary hands the jobs' result.json rows to src/sweep_analysis.py (a table of every job, the
+The summary hands the jobs' result.json rows to src/sweeps/analysis.py (a table of every job, the
 seeds' mean and spread, a power law fitted to loss against model size: `summary.md` in the sweep
-directory) and to src/plots.py (`summary.png`). Loaded only when a multirun starts
-(src/sweep_callback.py), never by a single run.
+directory) and to src/sweeps/figure.py (`summary.png`). Loaded only when a multirun starts
+(src/sweeps/callback.py), never by a single run.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
-from src.sweep_resources import sweep_size
 from src.sweeps import SIGNALS, exit_status, name_of, read_result, same_job, swept_keys
+from src.sweeps.resources import sweep_size
 
 
 @dataclass
@@ -111,11 +111,12 @@ def finish(config: DictConfig, stopped: str | None = None, total: int | None = N
     sweep_dir = Path(config.hydra.sweep.dir)
     rows = sweep_rows(config)
     if rows:
-        from src.sweep_analysis import summary_text  # the analysis only once the sweep is done
+        from src.sweeps.analysis import summary_text  # the analysis only once the sweep is done
 
         table, fit, residuals = summary_text(rows)
         (sweep_dir / "summary.md").write_text(f"# Sweep {sweep_dir}\n\n{table}\n")
-        from src.plots import save_png, sweep_figure  # matplotlib too
+        from src.plots import save_png  # matplotlib too
+        from src.sweeps.figure import sweep_figure
 
         figure = sweep_figure(rows, sorted(swept_keys(config.hydra)), fit, residuals)
         save_png(figure, str(sweep_dir / "summary.png"))

@@ -27,8 +27,6 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from src import rules
-from src.sweep_resources import configure_job_resources
-from src.sweep_summary import SWEEP, finish
 from src.sweeps import (
     in_multirun,
     job_overrides,
@@ -40,6 +38,8 @@ from src.sweeps import (
     same_job,
     write_result,
 )
+from src.sweeps.resources import configure_job_resources
+from src.sweeps.summary import SWEEP, finish
 
 log = logging.getLogger(__name__)
 # What a sweep job skips unless `sweep.media=true` or the command line sets these keys itself:

@@ -1,5 +1,5 @@
 """The Hydra callback every training run instantiates (conf/hydra/default.yaml): nothing in a single
-run; a multirun's main process hands its start and end to src/sweep_summary.py, loaded only then."""
+run; a multirun's main process hands its start and end to src/sweeps/summary.py, loaded only then."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ class SweepSummary(Callback):
     table of all jobs (printed and in summary.md) and a plot."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from src.sweep_summary import start
+        from src.sweeps.summary import start
 
         start(config)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from src.sweep_summary import finish
+        from src.sweeps.summary import finish
 
         finish(config)

@@ -5,7 +5,7 @@ death as its own breakage (every job fails). Here each worker has an executor of
 (WorkerPool): a killed worker fails its own job only. SIGINT and SIGTERM of the main process are
 passed to every worker once, which stops its job between two steps; workers whose main process is
 gone stop too. Loaded only when a parallel sweep starts (hydra_plugins/scratchgpt_launcher.py);
-a job's own side is src/sweep_job.py.
+a job's own side is src/sweeps/job.py.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
 from typing import Any
 
-from src.sweep_job import WORKER, SweepStopped, stop_job
-from src.sweep_resources import worker_count
-from src.sweep_summary import SWEEP, finish
 from src.sweeps import SIGNALS, read_result, write_record
+from src.sweeps.job import WORKER, SweepStopped, stop_job
+from src.sweeps.resources import worker_count
+from src.sweeps.summary import SWEEP, finish
 
 log = logging.getLogger(__name__)
 

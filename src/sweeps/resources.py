@@ -2,7 +2,7 @@
 
 Under `hydra/launcher=parallel` each job takes cores // concurrent jobs torch threads, and on a
 GPU machine a GPU slot of its own (a lock file in the sweep directory), as it starts. Loaded by a
-sweep job (src/sweep_job.py), the parallel launcher and a sweep's end (its size), never by a run.
+sweep job (src/sweeps/job.py), the parallel launcher and a sweep's end (its size), never by a run.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """After a sweep: each job's best val loss, the seeds' mean and spread, a power law over model size, tables.
 
-Numbers and text only, read from the jobs' result.json rows (src/sweep_summary.py reads them and
-calls summary_text when the multirun ends); src/plots.py draws the same rows as summary.png.
+Numbers and text only, read from the jobs' result.json rows (src/sweeps/summary.py reads them and
+calls summary_text when the multirun ends); src/sweeps/figure.py draws the same rows as summary.png.
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ a sweep's rerun and summary read it back. The resolvers the configs use are regi
 it starts (check_sweep_job) and how a run stopped by a signal exits (exit_status).
 
 The rest of a sweep lives where it happens, loaded only by a multirun: a job's side in
-src/sweep_job.py, the machine shared among parallel jobs in src/sweep_resources.py, the main
-process's start and summary in src/sweep_summary.py (reached through the Hydra callback of
-src/sweep_callback.py), the parallel launcher in src/sweep_launcher.py.
+src/sweeps/job.py, the machine shared among parallel jobs in src/sweeps/resources.py, the main
+process's start and summary in src/sweeps/summary.py (reached through the Hydra callback of
+src/sweeps/callback.py), the parallel launcher in src/sweeps/launcher.py.
 """
 
 from __future__ import annotations
