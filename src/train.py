@@ -157,7 +157,7 @@ def train(cfg: DictConfig) -> float:
             return report(cfg, plan, trainer, lit, num_parameters, time.time() - started)
         except TrainingInterrupted as stop:
             if sweeps.in_multirun():
-                raise  # the sweep stops, and says so once (sweep_job.run_job)
+                raise  # the sweep stops, and says so once (sweeps.job.run_job)
             status = sweeps.exit_status(stop.signal_name)
             if stop.step >= trainer.max_steps:
                 result = run_dir / "result.json"
@@ -218,9 +218,10 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_pa
     if not trainer.is_global_zero:
         return best
     write_result(cfg, trainer, lit, num_parameters, wall)
-    if validated_loss(lit) is not None and trainer.fast_dev_run:
+    validated = validated_loss(lit) is not None
+    if validated and trainer.fast_dev_run:
         log.info(f"fast_dev_run: val loss {best:.4f} over one batch; no checkpoint is written in this mode")
-    elif validated_loss(lit) is not None:
+    elif validated:
         log.info(f"best val loss {best:.4f} -> {best_path}")
     # What follows runs once, after training: its modules (the sampler, the checkpoint reader, the
     # explorer page) are imported here, not while the run starts.
