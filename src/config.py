@@ -270,6 +270,10 @@ def check_trainer(trainer: DictConfig) -> None:
         rules.refuse("trainer.overfit_batches", overfit, "0 or 1", "debug=overfit trains on one batch over and over")
     if trainer.log_every_n_steps is not None:
         rules.positive_int("trainer.log_every_n_steps", trainer.log_every_n_steps)
+    if trainer.get("check_val_every_n_epoch") is not None:  # 0 divided by zero inside Lightning
+        rules.positive_int(
+            "trainer.check_val_every_n_epoch", trainer.check_val_every_n_epoch, "or null to validate by steps"
+        )
     profiler = trainer.get("profiler")
     if not (profiler is None or isinstance(profiler, DictConfig) or profiler in ("simple", "advanced", "pytorch")):
         rules.refuse("trainer.profiler", profiler, "null, simple, advanced or pytorch", "or use debug=profiler")
