@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # Lowest first. A module may import from its own package (or itself) and from lower layers only;
 # two modules of one layer that are not in one package may not import each other either.
 LAYERS: list[tuple[str, ...]] = [
-    ("src.rules",),  # every rule a value must follow, written once (no torch, Lightning or Hydra)
+    ("src.model",),  # the math: attention, layers, GPT and SeedGPT, sampling, their limits (torch only)
+    ("src.rules",),  # every other rule a value must follow, written once (no Lightning or Hydra)
     ("src.data",),  # the text: corpus, tokenizer, token cache, windows, DataModule
-    ("src.model",),  # the math: attention, layers, GPT and SeedGPT, sampling
     ("src.sweeps.analysis",),  # after a sweep: seed groups, the fit, the tables (numbers only)
     ("src.plots",),  # figures of attention: TensorBoard's maps, plot_attention's PNG
     ("src.sweeps.figure",),  # a sweep's summary.png, drawn from the analysis' numbers

@@ -42,6 +42,7 @@ from src.data.corpus import first_line, resolve_corpus
 from src.data.datamodule import require_two_characters, split_lengths
 from src.data.token_cache import EncodedCorpus, open_corpus
 from src.data.tokenizer import CharTokenizer, show_characters
+from src.model.checks import InvalidModelConfig
 from src.rules import RunDirInUse, of_type, one_line, physical_memory, window_fits
 from src.training.checkpoint_io import AtomicCheckpointIO, what_is_kept
 
@@ -228,10 +229,11 @@ def part(key: str, spec: Any, **given: Any) -> Any:
     except InstantiationException as err:
         cause = err.__cause__ or err
         message = one_line(cause)
-        if isinstance(cause, ConfigError) and message.startswith(key):
-            raise cause from None
-        if isinstance(cause, ConfigError) and re.match(r"\w+", message)[0] in spec:  # the class named its argument
-            raise ConfigError(f"{key}.{message}") from None
+        if isinstance(cause, InvalidModelConfig):  # a rule's one line, the model's or the run's
+            if message.startswith(key):
+                raise cause from None
+            if re.match(r"\w+", message)[0] in spec:  # the class named its argument
+                raise ConfigError(f"{key}.{message}") from None
         where = f"{key}.{named}={spec[named]}" if (named := named_key(spec, message)) else key
         raise ConfigError(f"{where}: {cls.__name__} refuses it: {message}") from None
 

@@ -1,9 +1,11 @@
 """Every rule a value must follow, written once.
 
 The pre-check of a command line (src/config.py, src/preflight.py), the classes the values
-configure (the models, the DataModule, the windows, the callbacks) and the commands all call the
-rule here, so a limit and its message never differ between the place that checks early and the
-place that uses the value. Each rule raises ConfigError: one line naming the key and the fix.
+configure (the DataModule, the windows, the callbacks) and the commands all call the rule here,
+so a limit and its message never differ between the place that checks early and the place that
+uses the value. Each rule raises ConfigError: one line naming the key and the fix.
+The model's own limits live in src/model/checks.py (the model imports nothing from here), and
+ConfigError is a kind of its InvalidModelConfig, so `except InvalidModelConfig` catches both.
 Nothing here imports torch, Lightning or Hydra.
 """
 
@@ -14,8 +16,11 @@ import os
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from src.model import checks
+from src.model.checks import InvalidModelConfig, is_int, is_number
 
-class ConfigError(ValueError):
+
+class ConfigError(InvalidModelConfig):
     """A value the schema's types allow but the run cannot use; the message names the key and the fix."""
 
 
@@ -30,34 +35,24 @@ def one_line(err: BaseException) -> str:
 
 
 def refuse(key: str, value: Any, must: str, fix: str = "") -> NoReturn:
-    raise ConfigError(f"{key} must be {must}, got {value!r}" + (f": {fix}" if fix else ""))
-
-
-def is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    checks.refuse(key, value, must, fix, ConfigError)
 
 
 def of_type(key: str, value: Any, kinds: tuple[type, ...], optional: bool = False) -> None:
     """A value of one of the primitive types `kinds` (an int counts as a float), or None where allowed."""
     if value is None and optional:
         return
-    checks = {float: is_number, int: is_int}
-    if not any(checks.get(kind, lambda v, kind=kind: isinstance(v, kind))(value) for kind in kinds):
+    tests = {float: is_number, int: is_int}
+    if not any(tests.get(kind, lambda v, kind=kind: isinstance(v, kind))(value) for kind in kinds):
         refuse(key, value, f"{'null or ' if optional else ''}of type {' or '.join(k.__name__ for k in kinds)}")
 
 
 def positive_int(key: str, value: Any, fix: str = "") -> None:
-    if not is_int(value) or value < 1:
-        refuse(key, value, "a positive integer", fix)
+    checks.positive_int(key, value, fix, ConfigError)
 
 
 def non_negative_int(key: str, value: Any, fix: str = "") -> None:
-    if not is_int(value) or value < 0:
-        refuse(key, value, "a non-negative integer", fix)
+    checks.non_negative_int(key, value, fix, ConfigError)
 
 
 def finite(key: str, value: Any, low: float, must: str, strict: bool = False) -> None:
@@ -67,39 +62,12 @@ def finite(key: str, value: Any, low: float, must: str, strict: bool = False) ->
 
 
 def choice(key: str, value: Any, options: Sequence[str]) -> None:
-    if value not in options:
-        refuse(key, value, f"one of {', '.join(options)}")
+    checks.choice(key, value, options, ConfigError)
 
 
 def boolean(key: str, value: Any) -> None:
     if not isinstance(value, bool):
         refuse(key, value, "true or false")
-
-
-# ---------------------------------------------------------------------------- the model
-
-
-def heads_divide(embedding_dim: int, num_heads: int) -> None:
-    """Heads split the embedding into equal slices, so num_heads must divide it."""
-    positive_int("model.embedding_dim", embedding_dim)
-    positive_int("model.num_heads", num_heads)
-    if embedding_dim % num_heads != 0:
-        raise ConfigError(
-            f"embedding_dim ({embedding_dim}) must be divisible by num_heads ({num_heads}): "
-            f"choose an embedding_dim that is a multiple of num_heads"
-        )
-
-
-POSITIONAL = ("sinusoidal", "learned")
-
-
-def positional(value: Any) -> None:
-    choice("model.positional", value, POSITIONAL)
-
-
-def dropout(value: Any) -> None:
-    if not (is_number(value) and 0.0 <= value < 1.0):
-        refuse("model.dropout", value, "in [0, 1)")
 
 
 # ---------------------------------------------------------------------------- the data
@@ -162,13 +130,7 @@ def monitored(key: str, value: Any) -> None:
 
 def sampling(prefix: str, max_new_tokens: Any, temperature: Any, top_k: Any, top_p: Any) -> None:
     """Sampling settings of generate (prefix ""), of the final sample ("sample.") and of callbacks."""
-    non_negative_int(f"{prefix}max_new_tokens", max_new_tokens, "0 draws no sample")
-    if not (is_number(temperature) and temperature >= 0):  # NaN fails too
-        refuse(f"{prefix}temperature", temperature, ">= 0 (0 means greedy)")
-    if top_k is not None and (not is_int(top_k) or top_k < 1):
-        refuse(f"{prefix}top_k", top_k, "an integer >= 1, or null for no limit")
-    if top_p is not None and not (is_number(top_p) and 0.0 < top_p <= 1.0):
-        refuse(f"{prefix}top_p", top_p, "in (0, 1], or null for no limit")
+    checks.sampling(prefix, max_new_tokens, temperature, top_k, top_p, ConfigError)
 
 
 # A sample keeps every id it drew (to print or log the text): the id tensor, the per-step ids

@@ -16,10 +16,10 @@ from src.model.attention import (
     scaled_dot_product_attention,
     softmax,
 )
+from src.model.checks import InvalidModelConfig
 from src.model.gpt import GPT, GPTConfig
 from src.model.language_model import CausalLanguageModel, count_parameters
 from src.model.seed_gpt import SeedGPT, SeedGPTConfig
-from src.rules import ConfigError
 
 MODELS = {"gpt": (GPT, GPTConfig), "seed": (SeedGPT, SeedGPTConfig)}
 
@@ -37,7 +37,7 @@ def model_config(config: Mapping[str, Any], vocab_size: int) -> GPTConfig | Seed
     options = dict(config)
     kind = options.pop("kind", "gpt")
     if kind not in MODELS:
-        raise ConfigError(
+        raise InvalidModelConfig(
             f"model.kind must be one of {', '.join(MODELS)}, got {kind!r}: "
             f"choose the model with model=gpt or model=seed"
         )
@@ -45,11 +45,11 @@ def model_config(config: Mapping[str, Any], vocab_size: int) -> GPTConfig | Seed
     if unknown:
         others = [k for k in MODELS if k != kind and set(unknown) <= options_of(k)]
         if others:
-            raise ConfigError(
+            raise InvalidModelConfig(
                 f"model.kind={kind} keeps the options of the {others[0]} model (model.{unknown[0]}): "
                 f"choose the model with model={kind} instead, which brings its own options"
             )
-        raise ConfigError(
+        raise InvalidModelConfig(
             f"model.{unknown[0]} is not an option of the {kind} model: remove it; "
             f"its options are {', '.join(sorted(options_of(kind)))}"
         )

@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from src.model.checks import heads_divide
 from src.model.kv_cache import KVCache
-from src.rules import heads_divide
 
 
 def causal_mask(T: int, device: torch.device | str | None = None) -> Tensor:

@@ -14,10 +14,10 @@ import torch
 from torch import Tensor, nn
 
 from src.model.attention import MultiHeadAttention
+from src.model.checks import dropout, heads_divide, positional, positive_int
 from src.model.kv_cache import KVCache
 from src.model.language_model import CausalLanguageModel
 from src.model.layers import MLP, LayerNorm, TokenAndPositionEmbedding
-from src.rules import dropout, heads_divide, positional, positive_int
 
 
 @dataclass

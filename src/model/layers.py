@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from src.rules import positional
+from src.model.checks import positional
 
 
 class LayerNorm(nn.Module):

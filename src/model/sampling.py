@@ -17,20 +17,27 @@ import contextlib
 import functools
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
-from src.data.tokenizer import CharTokenizer
+from src.model.checks import sampling
 from src.model.language_model import CausalLanguageModel
-from src.rules import sampling
 
 Generators = torch.Generator | Sequence[torch.Generator] | None
 
 
+class Tokenizer(Protocol):
+    """What sample_text needs of a tokenizer (src/data/tokenizer.py's CharTokenizer is one)."""
+
+    def encode(self, text: str) -> Tensor: ...
+
+    def decode(self, ids: Tensor) -> str: ...
+
+
 def check_sampling_args(max_new_tokens: int, temperature: float, top_k: int | None, top_p: float | None) -> None:
-    """Raise a ConfigError that names the first invalid sampling argument (generate's own keys)."""
+    """Raise an InvalidModelConfig that names the first invalid sampling argument (generate's own keys)."""
     sampling("", max_new_tokens, temperature, top_k, top_p)
 
 
@@ -216,7 +223,7 @@ def sample_generators(seed: int | None, num_samples: int, device: torch.device |
 
 def sample_text(
     model: CausalLanguageModel,
-    tokenizer: CharTokenizer,
+    tokenizer: Tokenizer,
     prompt: str,
     max_new_tokens: int,
     temperature: float = 1.0,

@@ -28,10 +28,10 @@ import torch
 from torch import Tensor, nn
 
 from src.model.attention import MultiHeadAttention
+from src.model.checks import choice, heads_divide, positional, positive_int
 from src.model.kv_cache import KVCache
 from src.model.language_model import CausalLanguageModel
 from src.model.layers import LayerNorm, TokenAndPositionEmbedding
-from src.rules import choice, heads_divide, positional, positive_int
 
 INITS = ("small", "notes")
 

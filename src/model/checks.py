@@ -1,0 +1,82 @@
+"""The limits of the models' settings, written once, in plain Python.
+
+The model configs (gpt.py, seed_gpt.py), the attention and the sampler check their values here;
+src/rules.py reuses these rules for the rest of a run's keys, passing its own error class, so a
+limit and its message never differ between the early check of a command line and the model.
+Each rule raises InvalidModelConfig (a ValueError): one line naming the key and the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+
+class InvalidModelConfig(ValueError):
+    """A value the model cannot use; the message names the key and the fix."""
+
+
+Error = type[ValueError]
+
+
+def refuse(key: str, value: Any, must: str, fix: str = "", error: Error = InvalidModelConfig) -> NoReturn:
+    raise error(f"{key} must be {must}, got {value!r}" + (f": {fix}" if fix else ""))
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def positive_int(key: str, value: Any, fix: str = "", error: Error = InvalidModelConfig) -> None:
+    if not is_int(value) or value < 1:
+        refuse(key, value, "a positive integer", fix, error)
+
+
+def non_negative_int(key: str, value: Any, fix: str = "", error: Error = InvalidModelConfig) -> None:
+    if not is_int(value) or value < 0:
+        refuse(key, value, "a non-negative integer", fix, error)
+
+
+def choice(key: str, value: Any, options: Sequence[str], error: Error = InvalidModelConfig) -> None:
+    if value not in options:
+        refuse(key, value, f"one of {', '.join(options)}", error=error)
+
+
+def heads_divide(embedding_dim: int, num_heads: int) -> None:
+    """Heads split the embedding into equal slices, so num_heads must divide it."""
+    positive_int("model.embedding_dim", embedding_dim)
+    positive_int("model.num_heads", num_heads)
+    if embedding_dim % num_heads != 0:
+        raise InvalidModelConfig(
+            f"embedding_dim ({embedding_dim}) must be divisible by num_heads ({num_heads}): "
+            f"choose an embedding_dim that is a multiple of num_heads"
+        )
+
+
+POSITIONAL = ("sinusoidal", "learned")
+
+
+def positional(value: Any) -> None:
+    choice("model.positional", value, POSITIONAL)
+
+
+def dropout(value: Any) -> None:
+    if not (is_number(value) and 0.0 <= value < 1.0):
+        refuse("model.dropout", value, "in [0, 1)")
+
+
+def sampling(
+    prefix: str, max_new_tokens: Any, temperature: Any, top_k: Any, top_p: Any, error: Error = InvalidModelConfig
+) -> None:
+    """Sampling settings of generate (prefix ""), of the final sample ("sample.") and of callbacks."""
+    non_negative_int(f"{prefix}max_new_tokens", max_new_tokens, "0 draws no sample", error)
+    if not (is_number(temperature) and temperature >= 0):  # NaN fails too
+        refuse(f"{prefix}temperature", temperature, ">= 0 (0 means greedy)", error=error)
+    if top_k is not None and (not is_int(top_k) or top_k < 1):
+        refuse(f"{prefix}top_k", top_k, "an integer >= 1, or null for no limit", error=error)
+    if top_p is not None and not (is_number(top_p) and 0.0 < top_p <= 1.0):
+        refuse(f"{prefix}top_p", top_p, "in (0, 1], or null for no limit", error=error)
