@@ -7,24 +7,18 @@ that plan over, and plans itself only a config the command line did not check (a
 one composed in Python).
 """
 
-# ruff: noqa: E402  (the imports follow the Ctrl-C handler, so that one covers them too)
+# ruff: noqa: E402  (the imports follow the signal handler, so that one covers them too)
 from __future__ import annotations
 
 import os
 import signal
 import sys
 
-
-def interrupted_outside_training(signum: int, frame: object) -> None:
-    """Before and after training (loading, the final sample, between sweep jobs) nothing is unsaved."""
-    what = "interrupted" if signum == signal.SIGINT else signal.Signals(signum).name
-    print(f"error: {what} outside training (where Ctrl-C saves last.ckpt first): stopped", file=sys.stderr)
-    os._exit(128 + signum)
-
+from src.training.signals import STOP_SIGNALS, exit_status, stop_outside_training
 
 if __name__ == "__main__":  # a signal while the libraries load, or before and after training: one line
-    for _signal in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(_signal, interrupted_outside_training)
+    for _signal in STOP_SIGNALS:
+        signal.signal(_signal, stop_outside_training)
 
 import logging
 import math
@@ -158,7 +152,7 @@ def train(cfg: DictConfig) -> float:
         except TrainingInterrupted as stop:
             if sweeps.in_multirun():
                 raise  # the sweep stops, and says so once (sweeps.job.run_job)
-            status = sweeps.exit_status(stop.signal_name)
+            status = exit_status(stop.signal_name)
             if stop.step >= trainer.max_steps:
                 result = run_dir / "result.json"
                 fail(f"{stop}; training had ended, its result is in {result}; the sample after it was skipped", status)

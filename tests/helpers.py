@@ -130,6 +130,20 @@ class SignalAt(Callback):
                 os.kill(os.getpid(), self.signum)
 
 
+class SignalsAfterStep(Callback):
+    """Sends its own process each of `signal_names` (e.g. "SIGTERM,SIGTERM,SIGTERM": a supervisor
+    repeating itself) as optimizer step `step` ends, while training is in a step's callbacks:
+    `+callbacks.signal._target_=tests.helpers.SignalsAfterStep +callbacks.signal.step=3 ...`."""
+
+    def __init__(self, step: int, signal_names: str):
+        self.step, self.signums = step, [signal.Signals[n] for n in signal_names.split(",")]
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == self.step:
+            for signum in self.signums:
+                os.kill(os.getpid(), signum)
+
+
 class NaNOnRank(Callback):
     """Turns rank `rank`'s weights NaN as optimizer step `step` starts, so only its loss is NaN there
     (the others follow a step later, through the averaged gradients): add it to a DDP run with

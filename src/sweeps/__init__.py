@@ -3,7 +3,7 @@
 Each run writes `result.json` into its directory, with its run name (the overrides a sweep varies);
 a sweep's rerun and summary read it back. The resolvers the configs use are registered here
 (run_folder, rank_zero, rank_log, parallel_jobs), as are the checks of a multirun's points before
-it starts (check_sweep_job) and how a run stopped by a signal exits (exit_status).
+it starts (check_sweep_job).
 
 The rest of a sweep lives where it happens, loaded only by a multirun: a job's side in
 src/sweeps/job.py, the machine shared among parallel jobs in src/sweeps/resources.py, the main
@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import signal
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,6 @@ RESULT = "result.json"
 # Overrides that say where or how a job runs, not what it trains: never part of a run name, nor of
 # what makes two jobs the same job (a sweep job resumed with `python -m src.train ckpt_path=<job>`).
 NOT_HYPERPARAMETERS = ("paths.", "hydra.", "ckpt_path", "overwrite", "progress_bar", "sample.", "sweep.")
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def in_multirun() -> bool:
@@ -234,8 +232,3 @@ OmegaConf.register_new_resolver("rank_zero", lambda value: value if launched_ran
 OmegaConf.register_new_resolver(
     "rank_log", lambda name: name if launched_rank() == 0 else f"{name}_rank_{launched_rank()}", replace=True
 )
-
-
-def exit_status(signal_name: str) -> int:
-    """130 after SIGINT, 143 after SIGTERM: how a run or a sweep stopped by a signal exits."""
-    return 128 + (signal.SIGINT if signal_name.endswith("SIGINT") else signal.SIGTERM)

@@ -21,10 +21,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
 from typing import Any
 
-from src.sweeps import SIGNALS, read_result, write_record
+from src.sweeps import read_result, write_record
 from src.sweeps.job import WORKER, SweepStopped, stop_job
 from src.sweeps.resources import worker_count
 from src.sweeps.summary import SWEEP, finish
+from src.training.signals import STOP_SIGNALS
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ def start_worker(parent: int) -> None:
     from tqdm import tqdm
 
     os.setpgrp()
-    for s in SIGNALS:
+    for s in STOP_SIGNALS:
         signal.signal(s, stop_job)
     tqdm.set_lock(threading.RLock())
 
@@ -141,8 +142,8 @@ def launch_parallel(launcher: Any, job_overrides: Sequence[Sequence[str]], initi
     state = Singleton.get_state()
     running: dict[Future, tuple[int, int]] = {}  # future -> (job number, slot)
     returns: dict[int, JobReturn] = {}
-    previous = {s: signal.getsignal(s) for s in SIGNALS}
-    for s in SIGNALS:
+    previous = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    for s in STOP_SIGNALS:
         signal.signal(s, pool.forward)
     try:
         while running or (waiting and pool.stopped is None):

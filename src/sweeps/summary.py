@@ -9,6 +9,7 @@ directory) and to src/sweeps/figure.py (`summary.png`). Loaded only when a multi
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -19,8 +20,9 @@ from typing import Any
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
-from src.sweeps import SIGNALS, exit_status, name_of, read_result, same_job, swept_keys
+from src.sweeps import name_of, read_result, same_job, swept_keys
 from src.sweeps.resources import sweep_size
+from src.training.signals import STOP_SIGNALS, exit_status
 
 
 @dataclass
@@ -45,7 +47,13 @@ def stop_sweep(signum: int, frame: Any) -> None:
         print(f"error: second {name} while the sweep stopped: stopped at once", file=sys.stderr)
         os._exit(128 + signum)
     assert SWEEP.config is not None
-    finish(SWEEP.config, name)
+    try:
+        finish(SWEEP.config, name)
+    except SystemExit as stop:  # ended here, not raised: a handler's exception can be swallowed where the
+        sys.stdout.flush()  # signal lands (in a finalizer: "Exception ignored in ... __del__"), and the
+        sys.stderr.flush()  # sweep would go on to launch its next job
+        logging.shutdown()
+        os._exit(stop.code if isinstance(stop.code, int) else 1)
 
 
 def other_jobs(config: DictConfig) -> list[tuple[int, str, str]]:
@@ -163,5 +171,5 @@ def start(config: DictConfig) -> None:
         )
         sys.exit(2)
     SWEEP.config = config
-    for s in SIGNALS:
+    for s in STOP_SIGNALS:
         signal.signal(s, stop_sweep)

@@ -14,6 +14,7 @@ import lightning as L
 from lightning.pytorch.callbacks import Checkpoint, TQDMProgressBar
 
 from src.rules import positive_int
+from src.training.signals import STOP_SIGNALS
 
 log = logging.getLogger(__name__)
 
@@ -245,17 +246,21 @@ def watched_parent() -> int | None:
 
 
 class GracefulInterrupt(L.Callback):
-    """Ctrl-C (SIGINT) or SIGTERM: finish the step in flight (and a validation in flight), save
-    last.ckpt, stop. In a parallel sweep's worker, the end of the sweep's main process too.
+    """Ctrl-C (SIGINT), SIGTERM, SIGHUP (a closed terminal) or SIGUSR1 (SLURM's pre-emption notice):
+    finish the step in flight (and a validation in flight), save last.ckpt, stop. In a parallel
+    sweep's worker, the end of the sweep's main process too.
 
     The signal is acted on between two steps, where the checkpoint holds everything a resume
     needs (weights, optimizer, schedule, step, data position, RNG), so `python -m src.train
     ckpt_path=<run dir>` carries on as if nothing happened. A signal during or after the last
-    step is acted on by train() once fit returns. A second signal stops at once. Under DDP the
-    ranks agree on it at the next log step (trainer.log_every_n_steps), whichever rank got it.
+    step is acted on by train() once fit returns. A second Ctrl-C stops at once (a person who
+    will not wait); SIGTERM, SIGHUP or SIGUSR1 sent again change nothing (programs repeat them:
+    a supervisor, a terminal closing, a scheduler), so the save between two steps still comes.
+    Under DDP the ranks agree on it at the next log step (trainer.log_every_n_steps), whichever
+    rank got it.
     """
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    SIGNALS = STOP_SIGNALS
 
     def __init__(self) -> None:
         self.received: str | None = None
@@ -269,7 +274,9 @@ class GracefulInterrupt(L.Callback):
         if self.received is None:
             self.received = name
             return
-        self._restore()  # asked twice: stop now, naming the newest checkpoint on disk, if any
+        if signum != signal.SIGINT:
+            return  # repeated by a program: the save between two steps is already on its way
+        self._restore()  # Ctrl-C twice: stop now, naming the newest checkpoint on disk, if any
         trainer = self.trainer
         step = trainer.global_step if trainer is not None else 0
         saved = trainer is not None and self.last_path(trainer).is_file()
@@ -325,4 +332,7 @@ class GracefulInterrupt(L.Callback):
             raise TrainingInterrupted(self.received or "SIGTERM", trainer.global_step, self.saved_to)
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        self._restore()
+        if self.received is None:
+            self._restore()
+        # else: stopping; until the process says so and ends, a signal sent again meets this handler
+        # still (a repeat changes nothing, Ctrl-C twice stops at once), not the one for outside training.
