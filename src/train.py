@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 
-from src.training.signals import STOP_SIGNALS, exit_status, stop_outside_training
+from src.training.signals import STOP_SIGNALS, exit_status, requeue, requeued_run_file, slurm_job, stop_outside_training
 
 if __name__ == "__main__":  # a signal while the libraries load, or before and after training: one line
     for _signal in STOP_SIGNALS:
@@ -157,12 +157,31 @@ def train(cfg: DictConfig) -> float:
                 result = run_dir / "result.json"
                 fail(f"{stop}; training had ended, its result is in {result}; the sample after it was skipped", status)
             if (run_dir / "checkpoints" / "last.ckpt").is_file():
-                fail(f"{stop}; resume with: python -m src.train ckpt_path={run_dir}", status=status)
+                resume = f"python -m src.train ckpt_path={run_dir}"
+                if stop.signal_name == "SIGUSR1" and slurm_job() is not None:  # SLURM's pre-emption notice
+                    fail(f"{stop}; {requeue_preempted(cfg, run_dir, resume, trainer.is_global_zero)}", status)
+                fail(f"{stop}; resume with: {resume}", status=status)
             fail(f"{stop}: run the command again to start over", status=status)
         except OSError as err:  # a checkpoint's own message already says what it needed and what is kept
             if err.errno not in preflight.DISK_FULL or isinstance(err, CheckpointWriteError):
                 raise
             fail(preflight.disk_full(cfg, plan.tokenizer.vocab_size, run_dir, err))
+
+
+def requeue_preempted(cfg: DictConfig, run_dir: Path, resume: str, rank_zero: bool) -> str:
+    """A SLURM job pre-empted (SIGUSR1, last.ckpt saved): requeue it (rank 0), noting its run directory,
+    where the job SLURM starts again resumes through continue_run and the resume checks. What was done."""
+    job = slurm_job()
+    assert job is not None
+    if not rank_zero:
+        return f"rank 0 requeues SLURM job {job}"
+    note = requeued_run_file(cfg.paths.log_dir, job)
+    note.parent.mkdir(parents=True, exist_ok=True)
+    note.write_text(str(run_dir.absolute()))
+    failed = requeue(job)
+    if failed is not None:
+        return f"requeuing SLURM job {job} failed ({failed}): resume with: {resume}"
+    return f"requeued SLURM job {job}: it resumes from there when it starts again (as {resume})"
 
 
 def in_memory_best(trainer: Any, lit: LitGPT) -> Trained | None:
@@ -263,13 +282,18 @@ def continue_run(argv: list[str]) -> list[str]:
     are rebuilt; overrides typed now follow and win, as the later of two overrides does in Hydra
     (e.g. a larger trainer.max_steps). Output goes to the same run directory: one curve.
     """
+    log_dirs = [a.split("=", 1)[1] for a in argv if a.startswith("paths.log_dir=")]
+    log_dir = log_dirs[-1] if log_dirs else Path(__file__).resolve().parent.parent / "outputs"
     given = [typed_value(a) for a in argv if a.startswith("ckpt_path=")]
+    requeued = requeued_run(log_dir) if not given and "-m" not in argv and "--multirun" not in argv else None
+    if requeued is not None:  # the same command, started again by SLURM after it pre-empted the job
+        print(f"SLURM requeued job {slurm_job()}: resuming its run {requeued}", file=sys.stderr)
+        argv = [*(a for a in argv if not a.startswith("hydra.run.dir=")), quoted("ckpt_path", requeued)]
+        given = [requeued]
     if not given or given[-1] in ("null", "") or any(a in ("-m", "--multirun") or "hydra.run.dir=" in a for a in argv):
         return argv
     from src.training.checkpoint import CheckpointError, find_checkpoint  # a run from scratch reads none
 
-    log_dirs = [a.split("=", 1)[1] for a in argv if a.startswith("paths.log_dir=")]
-    log_dir = log_dirs[-1] if log_dirs else Path(__file__).resolve().parent.parent / "outputs"
     try:
         checkpoint = find_checkpoint(given[-1], log_dir, prefer="last")
     except CheckpointError:
@@ -281,6 +305,16 @@ def continue_run(argv: list[str]) -> list[str]:
     previous = [o for o in OmegaConf.load(saved) if not o.startswith(("ckpt_path=", "hydra."))]
     typed = [a for a in argv if not a.startswith("ckpt_path=")]
     return [*previous, *typed, quoted("ckpt_path", checkpoint), quoted("hydra.run.dir", run_dir)]
+
+
+def requeued_run(log_dir: str | Path) -> str | None:
+    """The run directory a pre-empted attempt of this SLURM job noted (requeue_preempted), when SLURM
+    started the job again (SLURM_RESTART_COUNT > 0), else None."""
+    job, restarts = slurm_job(), os.environ.get("SLURM_RESTART_COUNT", "0")
+    if job is None or not restarts.isdigit() or int(restarts) == 0:
+        return None
+    note = requeued_run_file(log_dir, job)
+    return note.read_text().strip() if note.is_file() else None
 
 
 def typed_value(override: str) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.pytorch.callbacks import Checkpoint, TQDMProgressBar
 
 from src.rules import positive_int
@@ -294,6 +295,12 @@ class GracefulInterrupt(L.Callback):
         # so after fit a signal meets the command's handler again, not Lightning's, which only logs.
         if threading.current_thread() is threading.main_thread():
             self.previous = {s: signal.getsignal(s) for s in self.SIGNALS}
+        # Under SLURM, Lightning's own SIGUSR1 handler would write hpc_ckpt_N.ckpt from inside the
+        # signal handler (mid-step) and requeue the job, which would then restore that file past the
+        # resume checks: pre-emption is this callback's, as any stop signal (train() requeues).
+        environment = getattr(trainer._accelerator_connector, "cluster_environment", None)
+        if isinstance(environment, SLURMEnvironment):
+            environment.auto_requeue = False
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.trainer = trainer

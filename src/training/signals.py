@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
 
@@ -39,3 +40,20 @@ def slurm_job() -> str | None:
     if array_job and os.environ.get("SLURM_ARRAY_TASK_ID"):
         return f"{array_job}_{os.environ['SLURM_ARRAY_TASK_ID']}"
     return os.environ.get("SLURM_JOB_ID") or None
+
+
+def requeue(job: str) -> str | None:
+    """`scontrol requeue <job>`, as SLURM's pre-emption notice asks of a job that should come back;
+    None once done, else why it failed."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"scontrol: {err}"
+    return None if done.returncode == 0 else " ".join(f"scontrol: {done.stderr or done.stdout}".split())
+
+
+def requeued_run_file(log_dir: str | Path, job: str) -> Path:
+    """Where a pre-empted SLURM job notes its run directory, for the job SLURM starts again to resume."""
+    return Path(log_dir) / "slurm" / f"requeued-{job}.txt"
