@@ -17,7 +17,7 @@ SHARED_CORPUS := ../shared/data/tinyshakespeare/input.txt
 # the versions of constraints.txt: the versions the tests passed with, installed in parallel.
 # --compile-bytecode: uv writes no .pyc by default, and where PYTHONDONTWRITEBYTECODE is set (as
 # on this workplace's machines) Python never caches them either, so every process would compile
-# Lightning's sources again: `import lightning` took 17.7-19.1 s instead of ~6.5 s.
+# Lightning's sources again (`import lightning` in a fresh clone: BENCHMARKS.md, "Start-up").
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet "$(TORCH)" uv

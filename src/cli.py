@@ -247,11 +247,11 @@ def is_plain_value(override: Override) -> bool:
 def point_composer(config_name: str) -> Iterator[Callable[[list[str]], DictConfig]]:
     """compose(point) for the points of a sweep, each distinct choice of config files composed once.
 
-    A full compose reads and merges ~27 config files (~0.25 s); sweep points mostly differ in
-    plain values, which Hydra itself applies after composing with OmegaConf.update. So a point
-    is its configs' composition (cached) plus its values, the same config Hydra's launch gives
-    it; a point that this cannot apply (a new key, a wrong type) is composed in full, so that its
-    error is Hydra's own.
+    A full compose reads and merges ~27 config files (its time: BENCHMARKS.md, "Start-up"); sweep
+    points mostly differ in plain values, which Hydra itself applies after composing with
+    OmegaConf.update. So a point is its configs' composition (cached) plus its values, the same
+    config Hydra's launch gives it; a point that this cannot apply (a new key, a wrong type) is
+    composed in full, so that its error is Hydra's own.
     """
     parser = OverridesParser.create()
     composed: dict[tuple[str, ...], DictConfig] = {}

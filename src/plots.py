@@ -61,7 +61,7 @@ def attention_figure(
 class AttentionFigure:
     """attention_figure of one layer, redrawn for each layer at every validation of a run.
 
-    The axes and token labels are most of the drawing time (~1 s a figure on a small CPU) and
+    The axes and token labels are most of the drawing time (BENCHMARKS.md, "Media") and
     never change within a run, so they are drawn once and kept as pixels; each render draws only
     what changes over them, the heat maps, their frames and the titles (matplotlib's blitting):
     the same pixels as a fresh attention_figure (tested), in milliseconds.

@@ -374,7 +374,7 @@ def main() -> Any:
 def exit_without_teardown() -> None:
     """End a finished single run at once: the exit handlers run (log files flushed and closed,
     temporary files removed), the interpreter's teardown of ~3,000 modules and ~400,000 objects
-    does not (1-2 s on 2 cores, BENCHMARKS.md; nothing is written in it). Everything the run
+    does not (its time: BENCHMARKS.md, "Whole run, process start to exit"; nothing is written in it). Everything the run
     writes is closed by then: checkpoints, TensorBoard (at the end of fit), result.json, the page."""
     import atexit
 

@@ -7,7 +7,12 @@ import pytest
 from src.cli import options
 from tests.helpers import ROOT
 
-PAGES = [ROOT / "README.md", ROOT / "BENCHMARKS.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [
+    ROOT / "README.md",
+    ROOT / "BENCHMARKS.md",
+    ROOT / "benchmarks" / "LOG.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+]
 LINK = re.compile(r"\]\(([^)\s]+)\)")  # [text](target) and ![alt](image)
 
 

@@ -144,8 +144,7 @@ class ShakespeareDataModule(L.LightningDataModule):
     def eval_batch_size(self) -> int:
         """data.val_batch_size, or (null) as many windows as make ~EVAL_TOKENS_CPU tokens on a CPU,
         EVAL_TOKENS_ACCELERATOR on a GPU: a CPU scores fastest while a batch's activations stay in
-        its caches (the baby model's exact validation: 2.0-2.4 s at 2,048 tokens a batch against
-        3.1-3.5 s at 16,384 on 2 cores); a GPU wants large batches."""
+        its caches (BENCHMARKS.md, "Validation"); a GPU wants large batches."""
         if self.val_batch_size is not None:
             return self.val_batch_size
         on_cpu = self.trainer is None or self.trainer.strategy.root_device.type == "cpu"

@@ -56,7 +56,7 @@ def damage(meta: dict[str, Any], tokens: np.ndarray, source: Path | None, vocab:
     The vocabulary must be the one asked for (a checkpoint's) or, for a text's own cache, sorted
     and without repeats, as the encoder builds it; the token width must be the one it picks; the
     source recorded must be the file it is keyed by; and every id must index the vocabulary
-    (one pass over the map: ~1 ms per MB).
+    (one pass over the map).
     """
     cached = list(meta["vocab"])
     if vocab is not None and cached != list(vocab):

@@ -94,8 +94,9 @@ def fastest_thread_count(step: Callable[[], object], threads: int, rounds: int =
     """1 or `threads` CPU threads, whichever runs `step` faster (median of rounds); leaves 1 set.
 
     One sequence's step is a few small matmuls: a second thread may halve them on an idle
-    machine, or make them ten times slower when the cores are busy with other work and the
-    threads wait on each other. Results are the same either way; only the time differs.
+    machine, or make them many times slower when the cores are busy with other work and the
+    threads wait on each other (BENCHMARKS.md, "Sampling and MFU"). Results are the same either
+    way; only the time differs.
     """
     if threads <= 1:
         return 1

@@ -54,7 +54,7 @@ def swept_keys(hydra_cfg: DictConfig) -> set[str]:
 @functools.cache
 def swept_on_command_line(sweep_file: str, modified_ns: int) -> frozenset[str]:
     """The keys given sweep syntax in multirun.yaml's command line. Read once per sweep: a job
-    asks three times (its run name, result.json twice), and a 12-job sweep spent 1.5 s parsing it."""
+    asks three times (its run name, result.json twice); what parsing it costs a sweep: BENCHMARKS.md, "Sweeps"."""
     original = OmegaConf.load(sweep_file).hydra.overrides.task
     overrides = OverridesParser.create().parse_overrides(list(original))
     return frozenset(o.get_key_element() for o in overrides if o.is_sweep_override())

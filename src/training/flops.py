@@ -13,8 +13,8 @@ the PaLM paper, appendix B):
 
 The peak comes from `peak_flops` when given, else from Lightning's datasheet table for common
 GPUs. A CPU has no such figure (what its BLAS reaches depends on the clock, the free cores and
-the load, and a probe at start-up read anywhere from 1 % to 156 % on a shared machine), so on
-a CPU MFU is shown only with `peak_flops` set; FLOP/s are shown either way.
+the load, and a probe at start-up read impossible values on a shared machine: BENCHMARKS.md,
+"Sampling and MFU"), so on a CPU MFU is shown only with `peak_flops` set; FLOP/s are shown either way.
 """
 
 from __future__ import annotations

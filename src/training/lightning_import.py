@@ -1,5 +1,5 @@
 """Imported first by the commands that use Lightning: it imports Lightning without scipy.signal,
-which nothing here uses and which costs ~0.9 s of start-up.
+which nothing here uses and which costs a large share of start-up (BENCHMARKS.md, "Start-up").
 
 Lightning imports torchmetrics (to read its version), and torchmetrics' package imports
 scipy.signal at import time, only to add `scipy.signal.hamming` back for an old audio library

@@ -4,10 +4,10 @@ Validation scores every position of the val split, so on a CPU it is a long run 
 over independent windows. At this project's sizes (a batch's activations are a few thousand rows of
 a few hundred columns) the intra-op threads of one forward pass spend much of their time handing
 each matmul and GELU to each other; splitting the batch in one part per core (of at least
-MIN_PART_TOKENS tokens), each scored by its own single-threaded forward pass, took 10-30 % less
-time on 2 cores in the benchmark, less inside a training run (BENCHMARKS.md, "Validation on every
-core"). Windows are independent, so each position's loss is computed by the same maths either
-way, and the parts are returned in order, so the metrics accumulate in the same order every run.
+MIN_PART_TOKENS tokens), each scored by its own single-threaded forward pass, took less time
+on 2 cores in the benchmark, with a smaller gain inside a training run (BENCHMARKS.md,
+"Validation"). Windows are independent, so each position's loss is computed by the same maths
+either way, and the parts are returned in order, so the metrics accumulate in the same order every run.
 """
 
 from __future__ import annotations

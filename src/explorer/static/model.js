@@ -8,7 +8,7 @@
 /** out = X W:  X (T, K) times W (K, N) -> (T, N), as out[t, n] = sum_k X[t, k] W[k, n].
  *  W comes transposed, WT = W^T (N, K), so that both factors of each sum are read in order, and
  *  two rows of X meet two columns of W at a time, each number loaded once for two products:
- *  the same sums, ~2.5x faster in V8 than the textbook triple loop. */
+ *  the same sums, faster in V8 than the textbook triple loop (BENCHMARKS.md, "Explorer page"). */
 function matmul(X, WT, T, K, N) {
   const out = new Float64Array(T * N);
   const dot = (x, w) => {
