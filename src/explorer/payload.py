@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import logging
 import math
+import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,19 @@ def run_history(run_dir: Path) -> dict[str, Any] | None:
     }
 
 
+def run_title(run_dir: Path) -> str:
+    """The run as a reader names it: Hydra's <date>/<time> (a sweep job: <date>/<time>/<job>) with its
+    date, not the time alone; any other folder by its own name."""
+    parts = [run_dir.name]
+    for parent in list(run_dir.parents)[:2]:
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", parts[0]):
+            break
+        parts.insert(0, parent.name)
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", parts[0]):
+        return run_dir.name
+    return " ".join(parts[:2] + [f"job {job}" for job in parts[2:]])
+
+
 def page_payload(
     trained: Trained,
     checkpoint: Path,
@@ -122,7 +136,7 @@ def page_payload(
     text, source = excerpt
     config = {k: v for k, v in asdict(trained.model.cfg).items() if k not in ("fused", "dropout")}
     return {
-        "title": run_dir.name,
+        "title": run_title(run_dir),
         "checkpoint": str(checkpoint),
         "step": trained.global_step,
         "best_val_loss": best if best is not None and math.isfinite(best) else None,

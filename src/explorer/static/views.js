@@ -29,13 +29,30 @@ const fmt = (x, digits = 3) => (x === -Infinity ? "−∞" : Number.isFinite(x) 
 // ---------------------------------------------------------------- the analysis of a text
 
 /** The model's view of a text: characters outside the vocabulary are skipped (and reported),
- *  the rest cropped to the last context_window characters, as the notes crop it. */
+ *  the rest cropped to the last context_window characters, as the notes crop it.
+ *  The whole text is only counted; the window is read backwards from its end, so that the work
+ *  after a keystroke does not grow with the text (the model reads only the window). */
 function windowOf(text) {
-  const chars = Array.from(text); // code points: an emoji is one character, as in Python
-  const known = chars.filter((ch) => index.has(ch));
-  const unknown = [...new Set(chars.filter((ch) => !index.has(ch)))];
-  const seen = known.slice(-T_MAX);
-  return { chars, unknown, window: seen, ids: seen.map((ch) => index.get(ch)), cropped: known.length - seen.length };
+  let knownTotal = 0;
+  const unknown = new Set();
+  for (const ch of text) { // code points: an emoji is one character, as in Python
+    if (index.has(ch)) knownTotal++;
+    else unknown.add(ch);
+  }
+  const tail = []; // the window's characters and the unknown ones among them, last first
+  let known = 0, skippedInTail = 0;
+  for (let k = text.length; k > 0 && known < T_MAX; ) {
+    let start = k - 1;
+    const low = text.charCodeAt(start);
+    if (low >= 0xdc00 && low <= 0xdfff && start > 0 && (text.charCodeAt(start - 1) & 0xfc00) === 0xd800) start--;
+    const ch = text.slice(start, k);
+    k = start;
+    if (index.has(ch)) { known++; tail.push(ch); }
+    else if (skippedInTail++ < T_MAX) tail.push(ch);
+  }
+  tail.reverse();
+  const seen = tail.filter((ch) => index.has(ch));
+  return { tail, unknown: [...unknown], window: seen, ids: seen.map((ch) => index.get(ch)), cropped: knownTotal - seen.length };
 }
 
 /** The forward pass over a text's window, with the last position's distribution and logit lens. */
@@ -61,13 +78,17 @@ const state = {
   topK: null,
   topP: null,
   written: [], // characters added by "Write step by step", for "step back"
+  picked: null, // what the last step wrote, and how: shown until the text is typed
   playing: null,
 };
 let current = null;
 
-function setText(text) {
+/** follow: keep the end of the text in sight (the text box scrolls to what was just written). */
+function setText(text, follow = false) {
   state.text = text;
-  if ($("prompt").value !== text) $("prompt").value = text;
+  const box = $("prompt");
+  if (box.value !== text) box.value = text;
+  if (follow) box.scrollTop = box.scrollHeight;
   update();
 }
 
@@ -87,30 +108,35 @@ function update() {
   if (!state.pinned || state.query === null || state.query >= current.T) state.query = null;
   drawWindow();
   drawDistribution();
+  drawPicked();
   drawAttention();
   drawLens();
+  drawButtons();
   $("timing").textContent = `every view drawn in ${(performance.now() - start).toFixed(0)} ms`;
 }
 
 // ---------------------------------------------------------------- your text and its window
 
+/** The window as the model reads it (only the window: the strip keeps its size whatever the text's
+ *  length); what "Write step by step" added is marked apart from what was typed. */
 function drawWindow() {
-  const { chars, unknown, cropped } = current;
+  const { tail, unknown, cropped, T } = current;
   const box = $("window-view");
-  box.replaceChildren();
-  let knownSeen = 0;
-  const knownTotal = chars.filter((ch) => index.has(ch)).length;
-  for (const ch of chars) {
+  const spans = [];
+  if (cropped) spans.push(el("span", { class: "ch outside" }, `… ${cropped.toLocaleString("en-US")} earlier character${cropped > 1 ? "s" : ""} outside the window`));
+  const firstWritten = T - Math.min(state.written.length, T);
+  let t = 0;
+  for (const ch of tail) {
     if (!index.has(ch)) {
-      box.append(el("span", { class: "ch unknown", title: "not in the vocabulary: skipped" }, glyph(ch)));
+      spans.push(el("span", { class: "ch unknown", title: "not in the vocabulary: skipped" }, glyph(ch)));
       continue;
     }
-    const inWindow = knownSeen >= knownTotal - T_MAX;
-    knownSeen++;
-    box.append(el("span", { class: inWindow ? "ch seen" : "ch outside" }, glyph(ch)));
+    const written = t++ >= firstWritten;
+    spans.push(el("span", { class: written ? "ch seen written" : "ch seen", title: written ? "written by the model" : "typed" }, glyph(ch)));
   }
-  const notes = [`the model sees the last ${current.T} of at most ${T_MAX} characters (highlighted)`];
-  if (cropped) notes.push(`${cropped} earlier character${cropped > 1 ? "s" : ""} fall outside its window`);
+  box.replaceChildren(...spans);
+  box.scrollTop = box.scrollHeight;
+  const notes = [`the model sees the last ${T} of at most ${T_MAX} characters` + (state.written.length ? " (green: written by the model)" : "")];
   if (unknown.length) notes.push(`not in the vocabulary, so skipped: ${unknown.map((c) => JSON.stringify(c)).join(" ")}`);
   $("window-note").textContent = notes.join("; ");
   $("window-note").classList.toggle("warn", unknown.length > 0);
@@ -122,6 +148,8 @@ function filtered() {
   return nextTokenDistribution(current.logits, state.temperature, state.topK, state.topP);
 }
 
+/** The bars: the characters in the model's order of likelihood, whatever the filters cut, so that
+ *  a cut character keeps its place and its grey bar (after temperature, before top-k and top-p). */
 function drawDistribution() {
   const bars = $("bars");
   bars.replaceChildren();
@@ -130,20 +158,26 @@ function drawDistribution() {
     return;
   }
   const probs = filtered();
-  const order = [...probs.keys()].sort((a, b) => probs[b] - probs[a]);
+  const grey = state.temperature === 0 ? probs : nextTokenDistribution(current.logits, state.temperature);
+  const order = [...probs.keys()].sort((a, b) => current.logits[b] - current.logits[a]);
   const top = order.slice(0, 20);
   const rest = order.slice(20).reduce((sum, i) => sum + probs[i], 0);
-  const max = probs[order[0]];
-  const rowOf = (label, p, raw, cls = "") =>
+  const restGrey = order.slice(20).reduce((sum, i) => sum + grey[i], 0);
+  const max = Math.max(...top.map((i) => Math.max(probs[i], grey[i])), rest, restGrey);
+  const rowOf = (label, p, raw, cls, title) =>
     el(
       "div",
-      { class: "bar-row " + cls },
+      { class: "bar-row " + cls, title },
       el("span", { class: "bar-label" }, label),
       el("span", { class: "bar-track" }, el("span", { class: "bar-raw", style: `width:${(100 * raw) / max}%` }), el("span", { class: "bar", style: `width:${(100 * p) / max}%` })),
       el("span", { class: "bar-value" }, (100 * p).toFixed(1) + "%")
     );
-  for (const i of top) bars.append(rowOf(glyph(model.vocab[i]), probs[i], Math.min(current.probs[i], max)));
-  if (order.length > 20) bars.append(rowOf(`${order.length - 20} others`, rest, 0, "rest"));
+  for (const i of top) {
+    const cut = probs[i] === 0 && grey[i] > 0;
+    const before = `${(100 * grey[i]).toFixed(1)}% before top-k and top-p`;
+    bars.append(rowOf(glyph(model.vocab[i]), probs[i], grey[i], cut ? "cut" : "", cut ? `cut by the filters (${before})` : before));
+  }
+  if (order.length > 20) bars.append(rowOf(`${order.length - 20} others`, rest, restGrey, "rest", "the remaining characters together"));
   performance.mark("distribution-drawn");
 }
 
@@ -151,15 +185,32 @@ function drawDistribution() {
 
 function write(greedy) {
   if (!current.result) return;
-  const next = greedy ? argmax(current.logits) : sampleFrom(filtered());
-  state.written.push(model.vocab[next]);
-  setText(state.text + model.vocab[next]);
+  const probs = filtered();
+  const next = greedy ? argmax(current.logits) : sampleFrom(probs);
+  const ch = model.vocab[next];
+  state.picked = greedy
+    ? `argmax wrote ${JSON.stringify(ch)}: the most likely character, p = ${(100 * current.probs[next]).toFixed(1)}%`
+    : `sampled ${JSON.stringify(ch)}: it had p = ${(100 * probs[next]).toFixed(1)}% in the filtered distribution (${(100 * current.probs[next]).toFixed(1)}% before temperature, top-k and top-p)`;
+  state.written.push(ch);
+  setText(state.text + ch, true);
 }
 
 function stepBack() {
   if (!state.written.length) return;
   const last = state.written.pop();
-  if (state.text.endsWith(last)) setText(state.text.slice(0, state.text.length - last.length));
+  state.picked = `stepped back: removed ${JSON.stringify(last)}`;
+  if (state.text.endsWith(last)) setText(state.text.slice(0, state.text.length - last.length), true);
+}
+
+function drawPicked() {
+  $("picked").textContent = state.picked ?? "";
+}
+
+/** A button that can do nothing now is disabled: nothing to predict from, nothing written to take back. */
+function drawButtons() {
+  for (const id of ["sample", "argmax"]) $(id).disabled = !current.result;
+  $("play").disabled = !current.result && !state.playing;
+  $("back").disabled = state.written.length === 0;
 }
 
 function togglePlay() {
@@ -168,6 +219,7 @@ function togglePlay() {
     state.playing = null;
   } else state.playing = setInterval(() => write(false), 120);
   $("play").textContent = state.playing ? "❚❚ pause" : "▶ play";
+  drawButtons();
 }
 
 // ---------------------------------------------------------------- attention
@@ -187,6 +239,25 @@ function heatRGB(w) {
 
 function heat(w) {
   return `rgb(${heatRGB(w).join(",")})`;
+}
+
+/** The text colour that reads on a background [r, g, b]: white or black, whichever contrasts more;
+ *  one of the two always reaches WCAG's 4.5:1 (a softer ink fails on the mid blues). */
+function inkOn(rgb) {
+  const lin = (c) => ((c /= 255) <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4);
+  const L = 0.2126 * lin(rgb[0]) + 0.7152 * lin(rgb[1]) + 0.0722 * lin(rgb[2]);
+  return 1.05 / (L + 0.05) > (L + 0.05) / 0.05 ? "#fff" : "#000";
+}
+
+/** A colour scale under a view: a gradient from `from` to `to` with its two ends named, and extra swatches. */
+function legend(id, colours, from, to, swatches = []) {
+  const box = $(id);
+  box.replaceChildren(
+    el("span", {}, from),
+    el("span", { class: "legend-bar", style: `background:linear-gradient(to right, ${colours.join(", ")})` }),
+    el("span", {}, to),
+    ...swatches.map(([style, label]) => el("span", { class: "legend-swatch-box" }, el("span", { class: "legend-swatch", style }), label))
+  );
 }
 
 const MASKED_RGB = [242, 243, 245]; // the future: no weight at all, drawn apart from a weight of 0
@@ -210,7 +281,12 @@ function drawAttention() {
   const strip = $("att-text"), steps = $("att-steps");
   strip.replaceChildren();
   steps.replaceChildren();
-  if (!current.result) return;
+  $("att-map").hidden = !current.result;
+  if (!current.result) {
+    $("att-heads").replaceChildren();
+    $("att-caption").textContent = "no character of the vocabulary in the text: nothing to attend to";
+    return;
+  }
   state.layer = Math.min(state.layer, current.result.attention.length - 1);
   drawHeadPicker();
   const { T, window: seen } = current;
@@ -259,8 +335,8 @@ function drawHeadPicker() {
 }
 
 /** The T x T map: row i holds the weights of query i; above the diagonal the future, masked: empty. */
-function drawMap(canvas, weights, T, query, chars) {
-  const label = 14, size = Math.max(4, Math.min(36, Math.floor(560 / T)));
+function drawMap(canvas, weights, T, query, chars, width = mapWidth()) {
+  const label = 14, size = Math.max(2, Math.min(36, Math.floor((width - label) / T)));
   canvas.width = canvas.height = label + T * size;
   const ctx = canvas.getContext("2d");
   ctx.fillStyle = "#fff";
@@ -277,9 +353,15 @@ function drawMap(canvas, weights, T, query, chars) {
       ctx.fillText(glyph(chars[a]), label + a * size + size / 2, label / 2);
     }
   }
+  if (query === null) return;
   ctx.strokeStyle = "#d33";
   ctx.lineWidth = 2;
   ctx.strokeRect(label + 1, label + query * size + 1, T * size - 2, size - 2);
+}
+
+/** The map's width: 560 px, or the attention card's width on a narrow screen. */
+function mapWidth() {
+  return Math.min(574, $("attention-section").clientWidth - 34);
 }
 
 /** The notes' steps for one head and one query, with the actual numbers. */
@@ -308,6 +390,7 @@ function drawSteps(box, i) {
     );
   }
   box.append(table);
+  box.append(el("p", { class: "hint" }, `× v_j[0]: the weight times the first of v_j's d_k = ${dK} numbers, one column for all; the context sums every one of them (the Q, K, V view below shows them all).`));
   const shown = Math.min(dK, 8);
   const vector = Array.from(context.subarray(i * dK, i * dK + shown), (v) => fmt(v)).join(", ");
   box.append(el("p", { class: "formula" }, `context_${i} = Σ_j weights_j v_j = [${vector}${dK > shown ? ", …" : ""}]  (${dK} numbers; the heads' contexts are concatenated${model.weight(`blocks.${state.layer}.attention.W_O`) || model.weight("attention.W_O") ? " and multiplied by W_O" : ""})`));
@@ -318,6 +401,7 @@ function drawSteps(box, i) {
 function drawLens() {
   const box = $("lens-grid");
   box.replaceChildren();
+  $("lens-note").textContent = "";
   if (!current.result) return;
   const { T, window: seen, result } = current;
   const V = model.vocabSize;
@@ -332,10 +416,11 @@ function drawLens() {
       const best = argmax(p);
       const nextTrue = t + 1 < T ? seen[t + 1] : null;
       const top3 = [...p.keys()].sort((a, b) => p[b] - p[a]).slice(0, 3).map((k) => `${JSON.stringify(model.vocab[k])} ${(100 * p[k]).toFixed(1)}%`);
+      const ink = inkOn(heatRGB(p[best])); // the text, and the outline of a hit, in the colour that reads on this cell
       cells.push(
         el(
           "td",
-          { class: "mono lens-cell" + (nextTrue === model.vocab[best] ? " hit" : ""), style: `background:${heat(p[best])}`, title: `position ${t}, read after ${name}: ${top3.join(", ")}` + (nextTrue !== null ? `; next is ${JSON.stringify(nextTrue)}` : "") },
+          { class: "mono lens-cell" + (nextTrue === model.vocab[best] ? " hit" : ""), style: `background:${heat(p[best])};color:${ink};outline-color:${ink}`, title: `position ${t}, read after ${name}: ${top3.join(", ")}` + (nextTrue !== null ? `; next is ${JSON.stringify(nextTrue)}` : "") },
           glyph(model.vocab[best]),
           el("small", {}, Math.round(100 * p[best]).toString())
         )
@@ -344,6 +429,10 @@ function drawLens() {
     table.append(el("tr", {}, el("th", { class: "lens-name" }, name), ...cells));
   });
   box.append(table);
+  box.scrollLeft = box.scrollWidth; // the last position, the prediction, in sight on a narrow screen
+  if (model.config.kind !== "seed" && !model.weight("W_vocab"))
+    $("lens-note").textContent =
+      "Why the embedding row predicts its own input at ~100%: this model's output head is tied to its embedding (logits = x Eᵀ, W_vocab = Eᵀ), so reading the embedding row scores every character c by E[c] · x, where x is the input character's own embedding plus its position's code: the largest score is the input character itself. The row shows the tie, not a prediction; the rows after each layer are what the model computes.";
 }
 
 // ---------------------------------------------------------------- where it fails
@@ -516,7 +605,12 @@ function wireControls() {
     $(id).addEventListener("input", () => {
       const v = readNumber(id, parse, check);
       $(id).classList.toggle("invalid", v === undefined);
-      if (v !== undefined) { state[key] = v; drawDistribution(); }
+      state[key] = v === undefined ? null : v; // an impossible value filters nothing, and the note says so
+      const notes = [];
+      if ($("top-k").classList.contains("invalid")) notes.push(`top-k must be a whole number ≥ 1: ${JSON.stringify($("top-k").value)} is ignored, no top-k filter applies`);
+      if ($("top-p").classList.contains("invalid")) notes.push(`top-p must be a number in (0, 1]: ${JSON.stringify($("top-p").value)} is ignored, no top-p filter applies`);
+      $("filter-note").textContent = notes.join("; ");
+      if (current) drawDistribution();
     });
   }
   $("sample").addEventListener("click", () => write(false));
@@ -549,7 +643,15 @@ window.scratchgpt = {
   settled: () => new Promise((resolve) => setTimeout(resolve, 0)), // after the update typing scheduled
 };
 
+function drawLegends() {
+  const ramp = [0, 0.25, 0.5, 0.75, 1].map(heat);
+  legend("att-legend", ramp, "weight 0", "1", [[`background:rgb(${MASKED_RGB.join(",")});border:1px solid #d0d5dd`, "masked future"], ["border:2px solid #d33", "the query's row"]]);
+  legend("lens-legend", ramp, "p of the top character 0%", "100%", [["border:2px solid #1d2330", "it is the character that really follows"]]);
+  legend("fail-legend", [0, 0.5, 1].map((a) => `rgba(220, 50, 47, ${a})`), "loss 0 nats (certain)", "≥ 5 nats", []);
+}
+
 wireControls();
+drawLegends();
 drawAbout();
 update();
 window.scratchgpt.drawn = true; // every view but "Where it fails", which scores its excerpt in the background
