@@ -249,6 +249,8 @@ def damage_meta(directory, change) -> None:
         ("ids", r"id 255 is outside its vocabulary"),  # tokens.bin overwritten at the same size
         ("reversed vocabulary", r"its vocabulary is not sorted and distinct"),
         ("another source", r"it records another source"),
+        ("zeroed", r"tokens\.bin is not what was written"),  # issue 37: trained on 40,000 newlines, val acc 1.0
+        ("edited in place", r"text\.txt changed since it was encoded"),  # issue 37: the stale cache was used
     ],
 )
 def test_a_damaged_cache_is_reported_and_encoded_again(tmp_path, capsys, damage, reason):
@@ -259,6 +261,13 @@ def test_a_damaged_cache_is_reported_and_encoded_again(tmp_path, capsys, damage,
     if damage == "ids":
         tokens = corpus.directory / "tokens.bin"
         tokens.write_bytes(b"\xff" * tokens.stat().st_size)
+    elif damage == "zeroed":  # what a crash can leave of an unsynced write
+        tokens = corpus.directory / "tokens.bin"
+        tokens.write_bytes(bytes(tokens.stat().st_size))
+    elif damage == "edited in place":  # the same size, its modification time set back
+        stat = source.stat()
+        source.write_text(MIXED.replace("ok", "OK"), encoding="utf-8")
+        os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     elif damage == "reversed vocabulary":
         damage_meta(corpus.directory, lambda meta: meta.update(vocab=meta["vocab"][::-1]))
     else:
@@ -266,8 +275,9 @@ def test_a_damaged_cache_is_reported_and_encoded_again(tmp_path, capsys, damage,
     capsys.readouterr()
     again = open_corpus(source, tmp_path)
     assert re.search(rf"warning: the token cache .* is damaged \({reason}", capsys.readouterr().err)
-    assert np.array_equal(again.tokens, CharTokenizer.from_text(MIXED).encode(MIXED).numpy())
-    assert again.vocab == CharTokenizer.from_text(MIXED).vocab
+    text = source.read_text(encoding="utf-8")
+    assert np.array_equal(again.tokens, CharTokenizer.from_text(text).encode(text).numpy())
+    assert again.vocab == CharTokenizer.from_text(text).vocab
     open_corpus(source, tmp_path)
     assert capsys.readouterr().err == ""  # rebuilt once, then trusted
 

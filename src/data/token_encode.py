@@ -21,6 +21,7 @@ import shutil
 import socket
 import sys
 import uuid
+import zlib
 from collections.abc import Iterator
 from contextlib import nullcontext
 from pathlib import Path
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from src.data.corpus import DataError
-from src.data.token_format import FORMAT, token_dtype
+from src.data.token_format import FORMAT, crc32_of, token_dtype
 from src.data.tokenizer import show_characters
 
 CHUNK_BYTES = 16 * 2**20  # 16 MiB of text at a time: ~200 MB of working memory at most
@@ -151,7 +152,7 @@ def encode(
         with _progress(2 * before.st_size, f"encoding {source.name}") as progress:
             seen = np.zeros(UNICODE_SIZE, dtype=bool)  # pass 1: which characters occur
             digest = hashlib.sha256()
-            n_tokens = 0
+            tokens_crc = n_tokens = 0
             for raw, chars in _chunks(source, chunk_bytes, progress):
                 digest.update(raw)
                 seen[np.frombuffer(_distinct_bytes(chars), np.uint8) if isinstance(chars, bytes) else chars] = True
@@ -175,10 +176,12 @@ def encode(
             with open(tmp / "tokens.bin", "wb") as out:  # pass 2: ids, chunk by chunk
                 for _, chars in _chunks(source, chunk_bytes, progress):
                     if isinstance(chars, bytes) and ascii_table is not None:
-                        out.write(chars.translate(ascii_table))  # one byte in, one id out, in C
+                        ids = chars.translate(ascii_table)  # one byte in, one id out, in C
                     else:
                         cps = np.frombuffer(chars, np.uint8) if isinstance(chars, bytes) else chars
-                        out.write(lookup[cps].tobytes())
+                        ids = lookup[cps].tobytes()
+                    out.write(ids)
+                    tokens_crc = zlib.crc32(ids, tokens_crc)
                 out.flush()
                 os.fsync(out.fileno())
         after = source.stat()
@@ -189,11 +192,13 @@ def encode(
             "vocab": "".join(vocab),
             "dtype": dtype.name,
             "num_tokens": n_tokens,
+            "tokens_crc32": tokens_crc,
             "source": {
                 "path": str(source.resolve()),
                 "size": before.st_size,
                 "mtime_ns": before.st_mtime_ns,
                 "sha256": digest.hexdigest(),
+                "crc32": crc32_of(source),  # the whole file, as each load reads it
             },
         }
         (tmp / "meta.json").write_text(json.dumps(meta, ensure_ascii=False, indent=1), encoding="utf-8")
