@@ -9,6 +9,15 @@
 Every step exists here as plain tensor math. `fused=True` swaps the last four lines for
 `torch.nn.functional.scaled_dot_product_attention`, which computes the same numbers in one
 kernel but cannot hand the weights back; tests prove both paths equal.
+
+Three of today's changes sit in MultiHeadAttention, each off by default:
+
+    num_kv_heads = k < h   (GQA; k = 1 is MQA): W_K, W_V give k heads of keys and values,
+                           each shared by h / k query heads, so the KV cache is h / k times smaller
+    qk_norm                Q, K = RMSNorm(Q), RMSNorm(K) per head, before the dot product: the
+                           scores stay bounded (|q . k| / sqrt(d_k) <= sqrt(d_k) times the gains)
+    rotary                 Q, K rotated by their positions (src/model/rotary.py)
+    value embedding        V = X W_V + E_V[token]: a per-layer table added to the values
 """
 
 from __future__ import annotations
@@ -19,8 +28,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from src.model.checks import heads_divide
+from src.model.checks import heads_divide, kv_heads_divide
 from src.model.kv_cache import KVCache
+from src.model.layers import RMSNorm
+from src.model.rotary import Rotary
 
 
 def causal_mask(T: int, device: torch.device | str | None = None) -> Tensor:
@@ -118,8 +129,9 @@ class SingleHeadSelfAttention(nn.Module):
 class MultiHeadAttention(nn.Module):
     """h causal heads in parallel, concatenated and projected by W_O.
 
-    The heads are not separate modules: W_Q, W_K, W_V are (d_model, d_model) and their output
-    is split into h slices of d_head = d_model / h columns by reshape + transpose.
+    The heads are not separate modules: W_Q is (d_model, d_model) and its output is split into h
+    slices of d_head = d_model / h columns by reshape + transpose. W_K and W_V are
+    (d_model, k * d_head): k = num_kv_heads heads of keys and values (k = h unless GQA is asked for).
     """
 
     def __init__(
@@ -131,29 +143,45 @@ class MultiHeadAttention(nn.Module):
         output_projection: bool = True,
         fused: bool = False,
         out_std: float = 0.02,
+        num_kv_heads: int | None = None,
+        qk_norm: bool = False,
+        rotary: Rotary | None = None,
     ):
         super().__init__()
         heads_divide(d_model, num_heads)
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        kv_heads_divide(num_heads, num_kv_heads)
         self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
+        self.num_kv_heads = num_kv_heads
+        d_kv = num_kv_heads * self.d_head  # = d_model without GQA
         self.W_Q = _init_projection(d_model, d_model)
-        self.W_K = _init_projection(d_model, d_model)
-        self.W_V = _init_projection(d_model, d_model)
+        self.W_K = _init_projection(d_model, d_kv)
+        self.W_V = _init_projection(d_model, d_kv)
         self.b_QKV = nn.Parameter(torch.zeros(3, d_model)) if bias else None
         # W_O mixes what the heads found; the notes' smallest model can go without it.
         self.W_O = _init_projection(d_model, d_model, out_std) if output_projection else None
         self.b_O = nn.Parameter(torch.zeros(d_model)) if bias and output_projection else None
         self.dropout = dropout
         self.fused = fused
+        # One gain of d_head numbers for all query heads, one for all key heads (as in Qwen3, OLMo 2).
+        self.q_norm = RMSNorm(self.d_head, fused=fused) if qk_norm else None
+        self.k_norm = RMSNorm(self.d_head, fused=fused) if qk_norm else None
+        self.rotary = rotary  # shared by the layers; its tables are buffers, not parameters
 
-    def split_heads(self, X: Tensor) -> Tensor:
-        """(B, T, d_model) -> (B, h, T, d_head)."""
+    def split_heads(self, X: Tensor, num_heads: int | None = None) -> Tensor:
+        """(B, T, n * d_head) -> (B, n, T, d_head); n = num_heads unless given."""
         B, T, _ = X.shape
-        return X.reshape(B, T, self.num_heads, self.d_head).transpose(1, 2)
+        return X.reshape(B, T, num_heads or self.num_heads, self.d_head).transpose(1, 2)
 
     def merge_heads(self, X: Tensor) -> Tensor:
         """(B, h, T, d_head) -> (B, T, d_model): the concatenation of the heads."""
         B, _, T, _ = X.shape
         return X.transpose(1, 2).reshape(B, T, self.d_model)
+
+    def share_kv_heads(self, K: Tensor) -> Tensor:
+        """(B, k, T, d_head) -> (B, h, T, d_head): query head i reads key/value head i // (h / k)."""
+        group = self.num_heads // self.num_kv_heads
+        return K if group == 1 else K.repeat_interleave(group, dim=1)
 
     def forward(
         self,
@@ -161,32 +189,42 @@ class MultiHeadAttention(nn.Module):
         cache: KVCache | None = None,
         layer: int = 0,
         need_weights: bool = False,
+        value_embedding: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """X: (B, T, d_model) -> (out (B, T, d_model), weights (B, h, T, T_k) or None).
 
         With a `cache`, X holds only the new positions; keys and values of earlier positions
         come from the cache, so T_k = positions cached + T. `need_weights` forces the plain path.
+        value_embedding: E_V[tokens] (B, T, k * d_head), added to V, or None.
         """
-        Q, K, V = X @ self.W_Q, X @ self.W_K, X @ self.W_V  # (B, T, d_model) each
+        Q, K, V = X @ self.W_Q, X @ self.W_K, X @ self.W_V  # (B, T, d_model), (B, T, k d_head) twice
         if self.b_QKV is not None:
             Q, K, V = Q + self.b_QKV[0], K + self.b_QKV[1], V + self.b_QKV[2]
-        Q, K, V = self.split_heads(Q), self.split_heads(K), self.split_heads(V)  # (B, h, T, d_head)
+        if value_embedding is not None:
+            V = V + value_embedding
+        k = self.num_kv_heads
+        Q, K, V = self.split_heads(Q), self.split_heads(K, k), self.split_heads(V, k)  # (B, h or k, T, d_head)
+        if self.q_norm is not None:
+            Q, K = self.q_norm(Q), self.k_norm(K)
 
-        start = 0
+        start = 0 if cache is None else cache.length
+        if self.rotary is not None:  # position start + t turns Q and K by (start + t) theta_i
+            Q, K = self.rotary(Q, start), self.rotary(K, start)
         if cache is not None:
-            start = cache.length
-            K, V = cache.update(layer, K, V)  # (B, h, start + T, d_head)
+            K, V = cache.update(layer, K, V)  # (B, k, start + T, d_head): the cache keeps k heads
         T, T_k = Q.shape[2], K.shape[2]
 
         dropout = self.dropout if self.training else 0.0
         if self.fused and not need_weights:
             weights = None
+            gqa = k != self.num_heads  # the kernel shares the k heads itself
             if start == 0:
-                context = F.scaled_dot_product_attention(Q, K, V, dropout_p=dropout, is_causal=True)
+                context = F.scaled_dot_product_attention(Q, K, V, dropout_p=dropout, is_causal=True, enable_gqa=gqa)
             else:  # new queries sit at positions start..T_k-1: all earlier keys are visible
                 allowed = ~causal_mask(T_k, X.device)[..., start:, :] if T > 1 else None
-                context = F.scaled_dot_product_attention(Q, K, V, attn_mask=allowed, dropout_p=dropout)
+                context = F.scaled_dot_product_attention(Q, K, V, attn_mask=allowed, dropout_p=dropout, enable_gqa=gqa)
         else:
+            K, V = self.share_kv_heads(K), self.share_kv_heads(V)  # (B, h, T_k, d_head)
             mask = causal_mask(T_k, X.device)[..., start:, :]  # the rows of the new positions
             context, weights = scaled_dot_product_attention(Q, K, V, mask, dropout, self.training)
         # context: (B, h, T, d_head)

@@ -8,6 +8,7 @@ Each rule raises InvalidModelConfig (a ValueError): one line naming the key and 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -57,7 +58,36 @@ def heads_divide(embedding_dim: int, num_heads: int) -> None:
         )
 
 
-POSITIONAL = ("sinusoidal", "learned")
+def kv_heads_divide(num_heads: int, num_kv_heads: int, bias: bool = False) -> None:
+    """GQA: each of the k key/value heads serves h / k query heads, so k must divide h."""
+    if not is_int(num_kv_heads) or num_kv_heads < 1 or num_heads % num_kv_heads != 0:
+        raise InvalidModelConfig(
+            f"model.num_kv_heads must divide num_heads ({num_heads}), got {num_kv_heads!r}: "
+            f"choose one of {', '.join(str(k) for k in range(1, num_heads + 1) if num_heads % k == 0)}, "
+            f"or null for one per query head"
+        )
+    if bias and num_kv_heads != num_heads:
+        raise InvalidModelConfig(
+            f"model.bias=true gives Q, K and V one bias each of the full width, which shared keys and values "
+            f"(model.num_kv_heads={num_kv_heads}) do not have: set model.bias=false or model.num_kv_heads=null"
+        )
+
+
+def rope_fits(d_head: int) -> None:
+    """RoPE turns pairs of numbers, so each head needs an even width."""
+    if d_head % 2:
+        raise InvalidModelConfig(
+            f"model.positional=rope rotates pairs of numbers, but each head has {d_head} "
+            f"(embedding_dim / num_heads): choose an even embedding_dim / num_heads"
+        )
+
+
+def logit_softcap(value: Any) -> None:
+    if value is not None and not (is_number(value) and math.isfinite(value) and value > 0):
+        refuse("model.logit_softcap", value, "a positive number, or null for no cap", "e.g. model.logit_softcap=30")
+
+
+POSITIONAL = ("sinusoidal", "learned", "rope")
 
 
 def positional(value: Any) -> None:

@@ -3,6 +3,20 @@
 X_0 = E[tokens] + PE
 X_l = X_{l-1} + Attention(LN(X_{l-1}));   X_l = X_l + MLP(LN(X_l))      for l = 1..N
 logits = LN(X_N) W_vocab        (W_vocab = E^T when the weights are tied)
+
+That is GPT-2's model. The switches below move it, one place each, towards today's models; all are
+off by default, and each is written beside its formula where it acts:
+
+    model.positional=rope       no PE added; Q and K rotated by position       src/model/rotary.py
+    model.norm=rms              every LN becomes RMSNorm (model.norm_gain: with a gain or not)
+                                                                               RMSNorm in layers.py
+    model.activation=relu2      the MLP's GELU becomes max(0, x)^2; swiglu: a gated MLP
+                                                                               MLP in layers.py
+    model.qk_norm=true          RMSNorm of each head's Q and K before Q K^T    attention.py
+    model.num_kv_heads=k        k heads of K and V shared by the h query heads (GQA; 1 is MQA)
+                                                                               attention.py
+    model.logit_softcap=c       logits = c tanh(z / c)                         softcap in layers.py
+    model.value_embeddings=true V = X W_V + E_V[tokens], one table E_V per layer (Block, below)
 """
 
 from __future__ import annotations
@@ -11,13 +25,24 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from src.model.attention import MultiHeadAttention
-from src.model.checks import dropout, heads_divide, positional, positive_int
+from src.model.checks import (
+    choice,
+    dropout,
+    heads_divide,
+    kv_heads_divide,
+    logit_softcap,
+    positional,
+    positive_int,
+    rope_fits,
+)
 from src.model.kv_cache import KVCache
 from src.model.language_model import CausalLanguageModel
-from src.model.layers import MLP, LayerNorm, TokenAndPositionEmbedding
+from src.model.layers import ACTIVATIONS, MLP, NORMS, TokenAndPositionEmbedding, norm_layer, softcap
+from src.model.rotary import Rotary
 
 
 @dataclass
@@ -29,10 +54,17 @@ class GPTConfig:
     num_layers: int = 4
     mlp_ratio: int = 4
     dropout: float = 0.0
-    positional: str = "sinusoidal"  # or "learned"
+    positional: str = "sinusoidal"  # or "learned", or "rope" (rotary: nothing added to X)
     bias: bool = False  # biases in the projections and layer norms
     tie_weights: bool = True  # the LM head reuses the embedding matrix E
     fused: bool = False  # PyTorch's fused kernels instead of the plain tensor math
+    norm: str = "layer"  # or "rms"
+    norm_gain: bool = True  # a learned gain after each norm
+    activation: str = "gelu"  # or "relu2", "swiglu"
+    qk_norm: bool = False  # RMSNorm of Q and K per head before the scores
+    num_kv_heads: int | None = None  # heads of K and V; None = num_heads (no sharing)
+    logit_softcap: float | None = None  # c in c tanh(logits / c); None = no cap
+    value_embeddings: bool = False  # V = X W_V + E_V[tokens], a table E_V per layer
 
     def __post_init__(self) -> None:
         positive_int("vocab_size", self.vocab_size)
@@ -41,26 +73,52 @@ class GPTConfig:
         heads_divide(self.embedding_dim, self.num_heads)
         dropout(self.dropout)
         positional(self.positional)
+        choice("model.norm", self.norm, NORMS)
+        choice("model.activation", self.activation, ACTIVATIONS)
+        if self.num_kv_heads is not None:
+            kv_heads_divide(self.num_heads, self.num_kv_heads, self.bias)
+        logit_softcap(self.logit_softcap)
+        if self.positional == "rope":
+            rope_fits(self.embedding_dim // self.num_heads)
 
 
 class Block(nn.Module):
     """Pre-LN residual block: normalise, transform, add back to the residual stream."""
 
-    def __init__(self, cfg: GPTConfig):
+    def __init__(self, cfg: GPTConfig, rotary: Rotary | None = None):
         super().__init__()
         d = cfg.embedding_dim
         out_std = 0.02 / math.sqrt(2 * cfg.num_layers)  # 2N residual branches add up
-        self.ln_1 = LayerNorm(d, bias=cfg.bias, fused=cfg.fused)
-        self.attention = MultiHeadAttention(d, cfg.num_heads, cfg.dropout, cfg.bias, fused=cfg.fused, out_std=out_std)
+        self.ln_1 = norm_layer(cfg.norm, d, cfg.norm_gain, cfg.bias, cfg.fused)
+        self.attention = MultiHeadAttention(
+            d,
+            cfg.num_heads,
+            cfg.dropout,
+            cfg.bias,
+            fused=cfg.fused,
+            out_std=out_std,
+            num_kv_heads=cfg.num_kv_heads,
+            qk_norm=cfg.qk_norm,
+            rotary=rotary,
+        )
         self.residual_dropout = nn.Dropout(cfg.dropout)
-        self.ln_2 = LayerNorm(d, bias=cfg.bias, fused=cfg.fused)
-        self.mlp = MLP(d, cfg.mlp_ratio, cfg.dropout, cfg.bias, cfg.fused, out_std)
+        self.ln_2 = norm_layer(cfg.norm, d, cfg.norm_gain, cfg.bias, cfg.fused)
+        self.mlp = MLP(d, cfg.mlp_ratio, cfg.dropout, cfg.bias, cfg.fused, out_std, cfg.activation)
+        d_kv = self.attention.num_kv_heads * self.attention.d_head
+        # Value embeddings (modded-nanogpt): the layer's values also read the token itself, E_V[token].
+        self.E_V = nn.Parameter(torch.randn(cfg.vocab_size, d_kv) * 0.02) if cfg.value_embeddings else None
 
     def forward(
-        self, X: Tensor, cache: KVCache | None = None, layer: int = 0, need_weights: bool = False
+        self,
+        X: Tensor,
+        cache: KVCache | None = None,
+        layer: int = 0,
+        need_weights: bool = False,
+        idx: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """X: (B, T, d) -> (B, T, d), attention weights (B, h, T, T_k) or None."""
-        attended, weights = self.attention(self.ln_1(X), cache, layer, need_weights)
+        """X: (B, T, d) -> (B, T, d), attention weights (B, h, T, T_k) or None. idx: the tokens (B, T)."""
+        value_embedding = None if self.E_V is None else F.embedding(idx, self.E_V)  # (B, T, k d_head)
+        attended, weights = self.attention(self.ln_1(X), cache, layer, need_weights, value_embedding)
         X = X + self.residual_dropout(attended)
         X = X + self.mlp(self.ln_2(X))
         return X, weights
@@ -76,8 +134,9 @@ class GPT(CausalLanguageModel):
         d = cfg.embedding_dim
         self.embedding = TokenAndPositionEmbedding(cfg.vocab_size, d, cfg.context_window, cfg.positional)
         self.dropout = nn.Dropout(cfg.dropout)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.num_layers))
-        self.ln_f = LayerNorm(d, bias=cfg.bias, fused=cfg.fused)
+        rotary = Rotary(d // cfg.num_heads, cfg.context_window) if cfg.positional == "rope" else None
+        self.blocks = nn.ModuleList(Block(cfg, rotary) for _ in range(cfg.num_layers))
+        self.ln_f = norm_layer(cfg.norm, d, cfg.norm_gain, cfg.bias, cfg.fused)
         self.W_vocab = None if cfg.tie_weights else nn.Parameter(torch.randn(d, cfg.vocab_size) * 0.02)
 
     def hidden_states(
@@ -87,7 +146,7 @@ class GPT(CausalLanguageModel):
         X = self.dropout(self.embedding(idx, start))  # (B, T, d)
         all_weights = []
         for layer, block in enumerate(self.blocks):
-            X, weights = block(X, cache, layer, need_weights)
+            X, weights = block(X, cache, layer, need_weights, idx)
             all_weights.append(weights)
         if cache is not None:
             cache.advance(idx.shape[1])
@@ -95,4 +154,4 @@ class GPT(CausalLanguageModel):
 
     def logits(self, H: Tensor) -> Tensor:
         W_vocab = self.embedding.E.t() if self.W_vocab is None else self.W_vocab  # (d, vocab)
-        return H @ W_vocab
+        return softcap(H @ W_vocab, self.cfg.logit_softcap)

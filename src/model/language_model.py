@@ -40,7 +40,8 @@ class CausalLanguageModel(nn.Module):
         cfg = self.cfg
         E = self.embedding.E
         d_head = cfg.embedding_dim // cfg.num_heads
-        return KVCache(self.num_layers, batch_size, cfg.num_heads, cfg.context_window, d_head, E.device, E.dtype)
+        kv_heads = cfg.num_kv_heads or cfg.num_heads  # GQA caches only the shared heads
+        return KVCache(self.num_layers, batch_size, kv_heads, cfg.context_window, d_head, E.device, E.dtype)
 
     def check_length(self, idx: Tensor, cache: KVCache | None) -> int:
         """Return the position of idx[:, 0]; refuse sequences longer than the context window."""

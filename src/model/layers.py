@@ -1,6 +1,6 @@
-"""The other building blocks of the notes, from tensors: layer norm, positional encodings, the
-token embedding, the MLP and cross-entropy. Layer norm, the MLP and cross-entropy each have a
-`fused` switch to the equivalent PyTorch kernel."""
+"""The other building blocks of the notes, from tensors: layer norm (and RMSNorm), positional
+encodings, the token embedding, the MLP (GELU, ReLU² or SwiGLU) and cross-entropy. The norms, the
+MLP and cross-entropy each have a `fused` switch to the equivalent PyTorch kernel."""
 
 from __future__ import annotations
 
@@ -37,6 +37,35 @@ class LayerNorm(nn.Module):
         if self.bias is not None:
             y = y + self.bias
         return y
+
+
+class RMSNorm(nn.Module):
+    """y = x / sqrt(mean(x^2) + eps) * gain, over the last dimension (Zhang & Sennrich 2019).
+
+    LayerNorm without the mean: it only rescales each vector to root-mean-square 1, a little less
+    work, and what today's models use. The gain is optional (`gain=False`: no parameters at all).
+    """
+
+    def __init__(self, d: int, eps: float = 1e-5, gain: bool = True, fused: bool = False):
+        super().__init__()
+        self.d, self.eps, self.fused = d, eps, fused
+        self.gain = nn.Parameter(torch.ones(d)) if gain else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.fused:
+            return F.rms_norm(x, (self.d,), self.gain, self.eps)
+        y = x / torch.sqrt((x**2).mean(dim=-1, keepdim=True) + self.eps)
+        return y * self.gain if self.gain is not None else y
+
+
+NORMS = ("layer", "rms")
+
+
+def norm_layer(kind: str, d: int, gain: bool = True, bias: bool = False, fused: bool = False) -> nn.Module:
+    """`model.norm`: "layer" (LayerNorm, gain and optional bias) or "rms" (RMSNorm, no bias)."""
+    if kind == "rms":
+        return RMSNorm(d, gain=gain, fused=fused)
+    return LayerNorm(d, gain=gain, bias=bias, fused=fused)
 
 
 def sinusoidal_encoding(max_len: int, d: int) -> Tensor:
@@ -77,13 +106,16 @@ class LearnedPositionalEmbedding(nn.Module):
         return self.weight[start : start + T]
 
 
-def positional_encoding(kind: str, max_len: int, d: int) -> nn.Module:
-    positional(kind)  # sinusoidal or learned; anything else is refused naming model.positional
+def positional_encoding(kind: str, max_len: int, d: int) -> nn.Module | None:
+    """The code added to X: sinusoidal or learned; None for rope, which rotates Q and K instead."""
+    positional(kind)  # sinusoidal, learned or rope; anything else is refused naming model.positional
+    if kind == "rope":
+        return None
     return LearnedPositionalEmbedding(max_len, d) if kind == "learned" else SinusoidalPositionalEncoding(max_len, d)
 
 
 class TokenAndPositionEmbedding(nn.Module):
-    """X = E[token] * scale + PE[position]   -> (B, T, d).
+    """X = E[token] * scale + PE[position]   -> (B, T, d);  X = E[token] with rotary positions.
 
     E is the learned (vocab_size, d) embedding matrix, one row per character. With the fixed
     sinusoidal code (entries of size ~1) the token rows are scaled by sqrt(d), as in "Attention
@@ -111,6 +143,8 @@ class TokenAndPositionEmbedding(nn.Module):
         tokens = F.embedding(idx, self.E)  # row idx of E: (B, T, d)
         if self.scale != 1.0:
             tokens = tokens * self.scale
+        if self.position is None:  # rope: positions are rotations inside attention
+            return tokens
         return tokens + self.position(start, idx.shape[1])  # (T, d) broadcasts over B
 
 
@@ -119,8 +153,32 @@ def gelu(x: Tensor) -> Tensor:
     return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
 
 
+def relu2(x: Tensor) -> Tensor:
+    """ReLU²(x) = max(0, x)^2 (So et al. 2021, "Primer"; the modded-nanogpt speedruns use it)."""
+    return torch.clamp(x, min=0.0) ** 2
+
+
+def silu(x: Tensor) -> Tensor:
+    """SiLU(x) = x * sigmoid(x) = x / (1 + exp(-x)), the gate of SwiGLU."""
+    return x / (1.0 + torch.exp(-x))
+
+
+ACTIVATIONS = ("gelu", "relu2", "swiglu")
+
+
+def mlp_hidden(d: int, ratio: int, activation: str) -> int:
+    """Hidden width: ratio * d; SwiGLU has three matrices, so 2/3 of it keeps the parameters equal."""
+    return 2 * ratio * d // 3 if activation == "swiglu" else ratio * d
+
+
 class MLP(nn.Module):
-    """The position-wise feed-forward net: expand by `ratio`, GELU, project back."""
+    """The position-wise feed-forward net: expand by `ratio`, activate, project back.
+
+    gelu, relu2:  MLP(x) = act(x W_1 + b_1) W_2 + b_2
+    swiglu:       MLP(x) = (SiLU(x W_1) * (x W_3)) W_2     (Shazeer 2020: a gate times a value,
+                  elementwise; hidden width 2/3 * ratio * d so the three matrices hold as many
+                  parameters as the two of the others)
+    """
 
     def __init__(
         self,
@@ -130,29 +188,51 @@ class MLP(nn.Module):
         bias: bool = False,
         fused: bool = False,
         out_std: float = 0.02,
+        activation: str = "gelu",
     ):
         super().__init__()
-        hidden = ratio * d
+        hidden = mlp_hidden(d, ratio, activation)
+        self.activation = activation
         self.W_1 = nn.Parameter(torch.randn(d, hidden) * 0.02)
         self.W_2 = nn.Parameter(torch.randn(hidden, d) * out_std)
         self.b_1 = nn.Parameter(torch.zeros(hidden)) if bias else None
         self.b_2 = nn.Parameter(torch.zeros(d)) if bias else None
+        self.W_3 = nn.Parameter(torch.randn(d, hidden) * 0.02) if activation == "swiglu" else None
+        self.b_3 = nn.Parameter(torch.zeros(hidden)) if bias and activation == "swiglu" else None
         self.dropout = nn.Dropout(dropout)
         self.fused = fused
 
     def forward(self, x: Tensor) -> Tensor:
         """x: (B, T, d) -> (B, T, d)."""
         if self.fused:
-            h = F.gelu(F.linear(x, self.W_1.t(), self.b_1))  # (B, T, hidden)
+            h = F.linear(x, self.W_1.t(), self.b_1)  # (B, T, hidden)
+            if self.activation == "swiglu":
+                h = F.silu(h) * F.linear(x, self.W_3.t(), self.b_3)
+            else:
+                h = F.relu(h).square() if self.activation == "relu2" else F.gelu(h)
             return self.dropout(F.linear(h, self.W_2.t(), self.b_2))
         h = x @ self.W_1  # (B, T, hidden)
         if self.b_1 is not None:
             h = h + self.b_1
-        h = gelu(h)
+        if self.activation == "swiglu":
+            value = x @ self.W_3  # (B, T, hidden)
+            if self.b_3 is not None:
+                value = value + self.b_3
+            h = silu(h) * value  # the gate times the value, elementwise
+        else:
+            h = relu2(h) if self.activation == "relu2" else gelu(h)
         out = h @ self.W_2  # (B, T, d)
         if self.b_2 is not None:
             out = out + self.b_2
         return self.dropout(out)
+
+
+def softcap(z: Tensor, cap: float | None) -> Tensor:
+    """Logit soft-capping: c * tanh(z / c), close to z while |z| << c, never beyond +-c (Gemma 2).
+
+    None leaves the logits as they are.
+    """
+    return z if cap is None else cap * torch.tanh(z / cap)
 
 
 def cross_entropy(logits: Tensor, targets: Tensor, fused: bool = False, reduction: str = "mean") -> Tensor:

@@ -18,6 +18,10 @@ with AdamW at an ordinary rate; `experiment=notes_recipe` switches all four to t
     ln_affine           true: LayerNorm(X) * gain + bias   false: (X - mean) / sqrt(var + eps)
     embedding_scale     true: E[token] * sqrt(d) + PE      false: E[token] + PE
     output_projection   true: heads concatenated, @ W_O    false: heads concatenated
+
+The switches of today's models that apply to one attention layer work here too, as in the GPT
+(src/model/gpt.py): positional=rope, norm=rms (ln_affine then decides its gain), qk_norm,
+num_kv_heads and logit_softcap. It has no MLP, so no activation.
 """
 
 from __future__ import annotations
@@ -28,10 +32,11 @@ import torch
 from torch import Tensor, nn
 
 from src.model.attention import MultiHeadAttention
-from src.model.checks import choice, heads_divide, positional, positive_int
+from src.model.checks import choice, heads_divide, kv_heads_divide, logit_softcap, positional, positive_int, rope_fits
 from src.model.kv_cache import KVCache
 from src.model.language_model import CausalLanguageModel
-from src.model.layers import LayerNorm, TokenAndPositionEmbedding
+from src.model.layers import NORMS, TokenAndPositionEmbedding, norm_layer, softcap
+from src.model.rotary import Rotary
 
 INITS = ("small", "notes")
 
@@ -48,6 +53,10 @@ class SeedGPTConfig:
     ln_affine: bool = True  # learned gain and bias after the layer norm
     embedding_scale: bool = True  # E[token] * sqrt(d) with sinusoidal positions
     fused: bool = False
+    norm: str = "layer"  # or "rms"
+    qk_norm: bool = False
+    num_kv_heads: int | None = None
+    logit_softcap: float | None = None
 
     def __post_init__(self) -> None:
         positive_int("vocab_size", self.vocab_size)
@@ -55,6 +64,12 @@ class SeedGPTConfig:
         heads_divide(self.embedding_dim, self.num_heads)
         positional(self.positional)
         choice("model.init", self.init, INITS)
+        choice("model.norm", self.norm, NORMS)
+        if self.num_kv_heads is not None:
+            kv_heads_divide(self.num_heads, self.num_kv_heads)
+        logit_softcap(self.logit_softcap)
+        if self.positional == "rope":
+            rope_fits(self.embedding_dim // self.num_heads)
 
 
 class SeedGPT(CausalLanguageModel):
@@ -67,8 +82,17 @@ class SeedGPT(CausalLanguageModel):
         self.embedding = TokenAndPositionEmbedding(
             cfg.vocab_size, d, cfg.context_window, cfg.positional, scale_tokens=cfg.embedding_scale
         )
-        self.ln = LayerNorm(d, gain=cfg.ln_affine, bias=cfg.ln_affine, fused=cfg.fused)
-        self.attention = MultiHeadAttention(d, cfg.num_heads, output_projection=cfg.output_projection, fused=cfg.fused)
+        self.ln = norm_layer(cfg.norm, d, gain=cfg.ln_affine, bias=cfg.ln_affine, fused=cfg.fused)
+        rotary = Rotary(d // cfg.num_heads, cfg.context_window) if cfg.positional == "rope" else None
+        self.attention = MultiHeadAttention(
+            d,
+            cfg.num_heads,
+            output_projection=cfg.output_projection,
+            fused=cfg.fused,
+            num_kv_heads=cfg.num_kv_heads,
+            qk_norm=cfg.qk_norm,
+            rotary=rotary,
+        )
         self.W_out = nn.Parameter(torch.randn(d, cfg.vocab_size) * 0.02)
         self.b_out = nn.Parameter(torch.zeros(cfg.vocab_size))
         if cfg.init == "notes":
@@ -87,4 +111,4 @@ class SeedGPT(CausalLanguageModel):
         return context, [weights]
 
     def logits(self, H: Tensor) -> Tensor:
-        return H @ self.W_out + self.b_out  # (B, T, vocab_size)
+        return softcap(H @ self.W_out + self.b_out, self.cfg.logit_softcap)  # (B, T, vocab_size)

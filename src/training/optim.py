@@ -17,6 +17,7 @@ from src.rules import ConfigError
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     """Weight decay on the weight matrices only: never on biases, norm gains or embeddings."""
     embeddings = {id(p) for m in model.modules() if isinstance(m, TokenAndPositionEmbedding) for p in m.parameters()}
+    embeddings |= {id(p) for name, p in model.named_parameters() if name.endswith("E_V")}  # value embeddings
     decay, no_decay = [], []
     for p in model.parameters():
         (decay if p.dim() >= 2 and id(p) not in embeddings else no_decay).append(p)
