@@ -110,6 +110,11 @@ TRAIN_CASES = {
     "fast_dev_run nan": (["trainer.fast_dev_run=nan"], r"trainer.fast_dev_run must be of type int or bool, got nan"),
     "monitor": (["callbacks.model_checkpoint.monitor=abc"], r"monitor must be one of val/loss, val/ppl, val/bpc"),
     "chdir": (["hydra.job.chdir=true"], r"hydra.job.chdir=true would run the training inside its run directory"),
+    # Issue 33: today's switches refuse what cannot work, before anything is written.
+    "kv heads do not divide": (["model.num_kv_heads=3"], r"model.num_kv_heads must divide num_heads \(2\), got 3"),
+    "rope with odd heads": (["model.embedding_dim=30", "model.positional=rope"], r"rope rotates pairs.*head has 15"),
+    "softcap 0": (["model.logit_softcap=0"], r"model.logit_softcap must be a positive number, or null"),
+    "gqa with biases": (["model.num_kv_heads=1", "model.bias=true"], r"set model.bias=false or model.num_kv_heads="),
     "a second window key": (["data.context_window=8"], r"'data.context_window': did you mean model.context_window\?"),
 }
 
