@@ -41,11 +41,23 @@ def check_sampling_args(max_new_tokens: int, temperature: float, top_k: int | No
     sampling("", max_new_tokens, temperature, top_k, top_p)
 
 
+# Below float32's smallest normal number (1.2e-38) a temperature samples greedily, as 0 does: that is
+# the distribution's limit as the temperature falls, and float32 cannot divide by such a number
+# (1e-39 gave NaN probabilities and drew id 0 every step).
+GREEDY_BELOW = torch.finfo(torch.float32).tiny
+
+
 def next_token_distribution(
     logits: Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None
 ) -> Tensor:
-    """Last-position logits (B, vocab) -> probabilities (B, vocab) after temperature, top-k, top-p."""
-    logits = logits / temperature
+    """Last-position logits (B, vocab) -> probabilities (B, vocab) after temperature, top-k, top-p.
+
+    softmax((l - max l) / temperature): the same distribution as softmax(l / temperature), whose
+    numerators are all <= 0, so no temperature overflows them to inf (inf - inf is NaN).
+    """
+    if temperature < GREEDY_BELOW:  # greedy: all the mass on the most likely token
+        return torch.zeros_like(logits).scatter(-1, logits.argmax(dim=-1, keepdim=True), 1.0)
+    logits = (logits - logits.amax(dim=-1, keepdim=True)) / temperature
     if top_k is not None and top_k < logits.shape[-1]:
         kth_largest = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, 1)
         logits = logits.masked_fill(logits < kth_largest, float("-inf"))
@@ -132,7 +144,7 @@ def stream(
     check_sampling_args(max_new_tokens, temperature, top_k, top_p)
     if prompt_ids.numel() == 0:
         raise ValueError("the prompt must contain at least one token")
-    greedy = greedy or temperature == 0
+    greedy = greedy or temperature < GREEDY_BELOW  # 0, or too small for float32 to divide by
 
     def pick(last_logits: Tensor) -> Tensor:  # (B, vocab) -> (B, 1)
         if greedy:

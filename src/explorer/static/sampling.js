@@ -1,16 +1,20 @@
 // Choosing the next character, as src/model/sampling.py does: temperature, then top-k, then top-p.
 "use strict";
 
+// Below float32's smallest normal number a temperature is greedy, as 0 is (src/model/sampling.py's GREEDY_BELOW).
+const GREEDY_BELOW = 1.1754943508222875e-38;
+
 /** Last-position logits (vocab,) -> probabilities after temperature, top-k and top-p (nucleus).
- *  temperature 0 means greedy: all the mass on the most likely character. */
+ *  temperature 0 (or below GREEDY_BELOW) means greedy: all the mass on the most likely character. */
 function nextTokenDistribution(logits, temperature = 1, topK = null, topP = null) {
   const V = logits.length;
-  if (temperature === 0) {
+  if (temperature < GREEDY_BELOW) {
     const greedy = new Float64Array(V);
     greedy[argmax(logits)] = 1;
     return greedy;
   }
-  let z = Float64Array.from(logits, (l) => l / temperature); // logits / temperature
+  const top = Math.max(...logits);
+  let z = Float64Array.from(logits, (l) => (l - top) / temperature); // (logits - max) / temperature: never +inf
   if (topK !== null && topK < V) {
     const kthLargest = [...z].sort((a, b) => b - a)[topK - 1];
     z = z.map((l) => (l < kthLargest ? -Infinity : l)); // ties with the k-th are kept, as torch.topk's masking keeps them
