@@ -353,4 +353,10 @@ def check_values(cfg: DictConfig) -> None:
     if progress is not None:
         every = progress.get("every_seconds")
         rules.finite("callbacks.progress_log.every_seconds", every, 0.0, "a number >= 0 (seconds between lines)")
+    heads = (cfg.get("callbacks") or {}).get("head_scores")
+    if heads is not None and cfg.model.context_window < 4:
+        raise ConfigError(
+            f"callbacks.head_scores needs model.context_window >= 4 (its probe is a string written twice), "
+            f"got {cfg.model.context_window}: widen the window, or callbacks.head_scores=null"
+        )
     rules.sweep(cfg.sweep.jobs_per_gpu, cfg.sweep.media)

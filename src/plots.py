@@ -103,6 +103,59 @@ class AttentionFigure:
         plt.close(self.figure)
 
 
+# A colour per kind of head (src/model/head_scores.KINDS), for the heads-at-a-glance grid.
+KIND_COLOURS = {
+    "previous_token": (0.12, 0.47, 0.71),
+    "duplicate_token": (0.58, 0.40, 0.74),
+    "induction": (0.84, 0.15, 0.16),
+    "first_token": (0.17, 0.63, 0.17),
+}
+KIND_SHORT = {"previous_token": "prev", "duplicate_token": "dup", "induction": "ind", "first_token": "first"}
+
+
+class HeadsFigure:
+    """Heads at a glance: a layers x heads grid, each cell in its head's kind's colour, as deep as
+    that score (white: no kind), with the kind and its score written in. Built once per run; each
+    render sets the cells' colours and words and draws the small figure again."""
+
+    def __init__(self, layers: int, heads: int):
+        self.figure, ax = plt.subplots(figsize=(1.1 * heads + 1.2, 0.75 * layers + 1.0), dpi=DPI)
+        self.image = ax.imshow(np.ones((layers, heads, 3)), interpolation="nearest", aspect="auto")
+        ax.set_xticks(range(heads), [f"head {h}" for h in range(heads)], fontsize=8)
+        ax.set_yticks(range(layers), [f"layer {layer}" for layer in range(layers)], fontsize=8)
+        ax.tick_params(length=0)
+        self.words = [
+            [ax.text(h, layer, "", ha="center", va="center", fontsize=8) for h in range(heads)]
+            for layer in range(layers)
+        ]
+        self.title = ax.set_title("", fontsize=9)
+        self.figure.tight_layout()
+
+    def render(self, result, title: str) -> np.ndarray:  # result: src.model.head_scores.HeadScores
+        """The grid for `result` -> an (height, width, 3) uint8 RGB array."""
+        kinds = result.kinds()
+        cells = np.ones((len(kinds), len(kinds[0]), 3))
+        for layer, row in enumerate(kinds):
+            for head, kind in enumerate(row):
+                if kind is None:
+                    best = max(result.scores[k][layer, head].item() for k in KIND_COLOURS)
+                    self.words[layer][head].set_text(f"-\n{best:.2f}")
+                    self.words[layer][head].set_color("grey")
+                    continue
+                score = result.scores[kind][layer, head].item()
+                colour = np.array(KIND_COLOURS[kind])
+                cells[layer, head] = 1 - min(score, 1.0) * (1 - colour)  # white at 0, the colour at 1
+                self.words[layer][head].set_text(f"{KIND_SHORT[kind]}\n{score:.2f}")
+                self.words[layer][head].set_color("white" if score > 0.6 else "black")
+        self.image.set_data(cells)
+        self.title.set_text(title)
+        self.figure.canvas.draw()
+        return np.asarray(self.figure.canvas.buffer_rgba())[..., :3].copy()
+
+    def close(self) -> None:
+        plt.close(self.figure)
+
+
 def save_png(fig: Figure, path: str) -> None:
     """At the figure's exact size (figsize x DPI), so the pixel size is predictable."""
     fig.savefig(path, dpi=DPI, format="png")

@@ -46,7 +46,7 @@ from src.model.checks import InvalidModelConfig
 from src.rules import RunDirInUse, of_type, one_line, physical_memory, window_fits
 from src.training.checkpoint_io import AtomicCheckpointIO, what_is_kept
 
-PROMPTED_CALLBACKS = ("sample_text", "attention_maps")
+PROMPTED_CALLBACKS = ("sample_text", "attention_maps", "head_scores")
 LOCK = ".lock"
 
 
@@ -107,7 +107,7 @@ def resolve_prompts(cfg: DictConfig, tokenizer: CharTokenizer, text: str) -> dic
     for name in PROMPTED_CALLBACKS:
         callback = cfg.callbacks.get(name)
         if callback is not None:
-            default = first_line(text) if name == "sample_text" else text[:32]
+            default = {"sample_text": first_line(text), "head_scores": prompts["sample"]}.get(name, text[:32])
             prompts[name] = resolve_prompt(f"callbacks.{name}.prompt", callback.get("prompt"), tokenizer, default)
     return prompts
 

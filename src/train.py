@@ -45,6 +45,7 @@ from src.preflight import build_callbacks
 from src.rules import ConfigError
 from src.training.callbacks import GracefulInterrupt, TokensPerSecond, TrainingInterrupted
 from src.training.checkpoint_io import CheckpointWriteError
+from src.training.heads import TrackHeads
 from src.training.lit_gpt import LitGPT
 from src.training.tensorboard import LogHyperparams, TensorBoard, trial_name, watch_command
 
@@ -210,6 +211,7 @@ def write_result(cfg: DictConfig, trainer: Any, lit: Any, num_parameters: int, w
         return
     best = validated_loss(lit)
     speed = next((c.overall for c in trainer.callbacks if isinstance(c, TokensPerSecond)), None)
+    heads = next((c.summary() for c in trainer.callbacks if isinstance(c, TrackHeads)), None)
     sweeps.write_result(
         cfg.paths.output_dir,
         {
@@ -221,6 +223,7 @@ def write_result(cfg: DictConfig, trainer: Any, lit: Any, num_parameters: int, w
             "steps": trainer.global_step,
             "wall_seconds": wall,
             "best_checkpoint": best_checkpoint(trainer),
+            "heads": heads,  # the last validation's head scores (src/training/heads.py), or None
         },
     )
 

@@ -32,6 +32,7 @@ MODELS = {
         "bias": True,
         "tie_weights": False,
     },
+    "gpt-attention-only": {"kind": "gpt", "context_window": 8, "embedding_dim": 12, "num_heads": 3, "mlp_ratio": 0},
     "seed": {"kind": "seed", "context_window": 8, "embedding_dim": 12, "num_heads": 3},
     "seed-notes": {
         "kind": "seed",

@@ -17,6 +17,9 @@ off by default, and each is written beside its formula where it acts:
                                                                                attention.py
     model.logit_softcap=c       logits = c tanh(z / c)                         softcap in layers.py
     model.value_embeddings=true V = X W_V + E_V[tokens], one table E_V per layer (Block, below)
+
+mlp_ratio=0 leaves the MLP out: an attention-only transformer, X_l = X_{l-1} + Attention(LN(X_{l-1})),
+the classic setting in which induction heads are studied (docs/heads.md).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from src.model.checks import (
     heads_divide,
     kv_heads_divide,
     logit_softcap,
+    non_negative_int,
     positional,
     positive_int,
     rope_fits,
@@ -52,7 +56,7 @@ class GPTConfig:
     embedding_dim: int = 120
     num_heads: int = 4
     num_layers: int = 4
-    mlp_ratio: int = 4
+    mlp_ratio: int = 4  # MLP width / d; 0: no MLP (attention-only)
     dropout: float = 0.0
     positional: str = "sinusoidal"  # or "learned", or "rope" (rotary: nothing added to X)
     bias: bool = False  # biases in the projections and layer norms
@@ -68,8 +72,9 @@ class GPTConfig:
 
     def __post_init__(self) -> None:
         positive_int("vocab_size", self.vocab_size)
-        for name in ("context_window", "num_layers", "mlp_ratio"):
+        for name in ("context_window", "num_layers"):
             positive_int(f"model.{name}", getattr(self, name))
+        non_negative_int("model.mlp_ratio", self.mlp_ratio, "0 leaves the MLP out (attention-only)")
         heads_divide(self.embedding_dim, self.num_heads)
         dropout(self.dropout)
         positional(self.positional)
@@ -102,8 +107,10 @@ class Block(nn.Module):
             rotary=rotary,
         )
         self.residual_dropout = nn.Dropout(cfg.dropout)
-        self.ln_2 = norm_layer(cfg.norm, d, cfg.norm_gain, cfg.bias, cfg.fused)
-        self.mlp = MLP(d, cfg.mlp_ratio, cfg.dropout, cfg.bias, cfg.fused, out_std, cfg.activation)
+        self.mlp = None  # mlp_ratio 0, attention-only: no MLP and no norm before it
+        if cfg.mlp_ratio > 0:
+            self.ln_2 = norm_layer(cfg.norm, d, cfg.norm_gain, cfg.bias, cfg.fused)
+            self.mlp = MLP(d, cfg.mlp_ratio, cfg.dropout, cfg.bias, cfg.fused, out_std, cfg.activation)
         d_kv = self.attention.num_kv_heads * self.attention.d_head
         # Value embeddings (modded-nanogpt): the layer's values also read the token itself, E_V[token].
         self.E_V = nn.Parameter(torch.randn(cfg.vocab_size, d_kv) * 0.02) if cfg.value_embeddings else None
@@ -120,7 +127,8 @@ class Block(nn.Module):
         value_embedding = None if self.E_V is None else F.embedding(idx, self.E_V)  # (B, T, k d_head)
         attended, weights = self.attention(self.ln_1(X), cache, layer, need_weights, value_embedding)
         X = X + self.residual_dropout(attended)
-        X = X + self.mlp(self.ln_2(X))
+        if self.mlp is not None:
+            X = X + self.mlp(self.ln_2(X))
         return X, weights
 
 

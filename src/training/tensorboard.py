@@ -118,6 +118,7 @@ class TensorBoard(TensorBoardLogger):
         # one of these, or the pre-check refuses it, instead of SummaryWriter at the first event.
         super().__init__(save_dir, name, version, log_graph, default_hp_metric, prefix, sub_dir)
         threading.excepthook = quiet_writer_thread
+        self.layout = dict(LAYOUT)  # callbacks add their categories (src/training/heads.py) before it is written
 
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
@@ -128,8 +129,10 @@ class TensorBoard(TensorBoardLogger):
 
     @rank_zero_only
     def log_layout(self) -> None:
-        """The CUSTOM SCALARS tab: train and val loss on one chart."""
-        self.experiment.add_custom_scalars(LAYOUT)
+        """The CUSTOM SCALARS tab: train and val loss on one chart, and the callbacks' categories.
+
+        TensorBoard reads one layout per run, so it is written once, whole."""
+        self.experiment.add_custom_scalars(self.layout)
 
     @rank_zero_only
     def log_session(self, params: Mapping[str, Any], varied: Iterable[str] = (), trial: str = "") -> None:

@@ -180,3 +180,14 @@ def test_kinds_take_the_strongest_score_over_the_threshold():
     summary = result.summary()
     assert summary["previous_token_heads"] == 1 and summary["induction_heads"] == 1
     assert summary["duplicate_token_heads"] == 0 and summary["best_induction"] == pytest.approx(0.7)
+
+
+def test_mlp_ratio_zero_is_an_attention_only_transformer():
+    m = model("gpt", mlp_ratio=0)
+    assert not any("mlp" in name or "ln_2" in name for name, _ in m.named_parameters())
+    block = m.blocks[0]
+    X = torch.randn(2, 5, 16)
+    attended, _ = block.attention(block.ln_1(X))
+    assert torch.allclose(block(X)[0], X + attended)  # X_l = X_{l-1} + Attention(LN(X_{l-1})), nothing more
+    with pytest.raises(ValueError, match="model.mlp_ratio must be a non-negative integer"):
+        model("gpt", mlp_ratio=-1)

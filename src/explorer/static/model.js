@@ -218,7 +218,9 @@ function forwardGPT(model, ids) {
     const p = `blocks.${l}.`;
     const att = multiHeadAttention(model, p + "attention.", layerNorm(X, T, d, w(p + "ln_1.gain"), w(p + "ln_1.bias")), T);
     X = add(X, att.out);
-    X = add(X, mlp(model, p + "mlp.", layerNorm(X, T, d, w(p + "ln_2.gain"), w(p + "ln_2.bias")), T));
+    if (model.config.mlp_ratio > 0) { // mlp_ratio 0: attention-only, no MLP
+      X = add(X, mlp(model, p + "mlp.", layerNorm(X, T, d, w(p + "ln_2.gain"), w(p + "ln_2.bias")), T));
+    }
     attention.push(att);
     stream.push(X); // X_l: (T, d)
   }

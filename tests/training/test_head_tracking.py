@@ -1,0 +1,91 @@
+"""Head scores tracked during training: TensorBoard, head_scores.json, result.json, and switched off."""
+
+import json
+import re
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from src.cli import compose
+from src.model.head_scores import MEASURES, measure_heads, repeated_probe
+from src.train import train
+from src.training.checkpoint import load_trained
+from tests.helpers import run_cli, scalars, tiny_training, train_in_process
+
+SEED = ["model=seed", "model.context_window=10", "model.embedding_dim=12", "model.num_heads=3"]
+
+
+def train_seed_model(run):
+    """tiny_training's run with the notes' model (which has no num_layers)."""
+    args = [a for a in tiny_training(run.parent) if not a.startswith(("model.num_layers", "model.context_window"))]
+    train(compose("train", [*args, *SEED, f"paths.output_dir={run}"]))
+
+
+@pytest.mark.parametrize("kind", ["gpt", "seed"])
+def test_every_validation_scores_every_head_and_the_last_snapshot_equals_the_checkpoint(tmp_path, kind):
+    run = tmp_path / "run"
+    train_seed_model(run) if kind == "seed" else train_in_process(run)
+    layers, heads = (1, 3) if kind == "seed" else (2, 2)
+
+    saved = json.loads((run / "head_scores.json").read_text())
+    assert saved["format"] == "scratchgpt head scores 1" and (saved["layers"], saved["heads"]) == (layers, heads)
+    assert [s["step"] for s in saved["snapshots"]] == [0, 20, 40]  # step 0 included
+    n = saved["probe"]["n"]
+    assert saved["probe"]["tokens"][:n] == saved["probe"]["tokens"][n:] and len(saved["probe"]["text"]) == 2 * n
+    window = 10 if kind == "seed" else 16
+    assert saved["prompt"]["text"] == "First Citizen:"[-window:]  # the page's opening prompt, cropped to the window
+    last = saved["snapshots"][-1]
+    T = len(saved["prompt"]["tokens"])
+    assert len(last["maps"]["prompt"]) == layers and len(last["maps"]["prompt"][0]) == heads
+    assert [len(row) for row in last["maps"]["prompt"][0][0]] == list(range(1, T + 1))  # row i: keys 0..i
+    assert all(abs(sum(row) - 1000) <= T for row in last["maps"]["probe"][-1][-1])  # thousandths, rows sum to 1
+
+    # The snapshot at step 40 is what the checkpoint saved at step 40 scores.
+    trained = load_trained(run / "checkpoints" / "last.ckpt")
+    assert trained.global_step == 40
+    probe = repeated_probe(trained.tokenizer.vocab_size, trained.model.context_window, 16, seed=0)
+    again = measure_heads(trained.model, probe)
+    for measure in MEASURES:
+        assert torch.allclose(again.scores[measure], torch.tensor(last["scores"][measure]), atol=1e-5), measure
+    assert again.in_context == pytest.approx(last["in_context"], abs=1e-5)
+
+    result = json.loads((run / "result.json").read_text())["heads"]
+    assert result["scores"]["induction"] == last["scores"]["induction"]
+    assert result["in_context"] == last["in_context"] and result["in_context_text"] is not None
+    assert set(result) >= {"previous_token_heads", "induction_heads", "best_induction"}
+
+    logged = scalars(run)
+    assert [step for step, _ in logged["score_induction/L0H1"]] == [0, 20, 40]
+    assert [step for step, _ in logged["loss/in_context_repeats"]] == [0, 20, 40]
+    assert logged["score_previous_token/L0H0"][-1][1] == pytest.approx(last["scores"]["previous_token"][0][0])
+    events = EventAccumulator(str(run / "tensorboard"), size_guidance={"images": 0, "tensors": 0})
+    events.Reload()
+    assert [e.step for e in events.Images("maps/heads_at_a_glance")] == [0, 20, 40]
+    assert "custom_scalars__config__" in events.Tags()["tensors"]
+
+
+def test_a_run_with_the_scores_switched_off_trains_and_writes_none(tmp_path):
+    run = tmp_path / "run"
+    train_in_process(run, "callbacks.head_scores=null")
+    assert not (run / "head_scores.json").exists()
+    assert json.loads((run / "result.json").read_text())["heads"] is None
+    assert not any(tag.startswith("score_") for tag in scalars(run))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("override", "pattern"),
+    [
+        ("callbacks.head_scores.probe_batch=0", r"callbacks.head_scores.probe_batch must be a positive integer"),
+        ("callbacks.head_scores.text_windows=-1", r"callbacks.head_scores.text_windows must be a positive integer"),
+        ("callbacks.head_scores.seed=-3", r"callbacks.head_scores.seed must be a non-negative integer"),
+        ("model.context_window=3", r"callbacks.head_scores needs model.context_window >= 4.*head_scores=null"),
+    ],
+)
+def test_bad_head_score_settings_are_one_line_and_write_nothing(tmp_path, override, pattern):
+    result = run_cli("train", *tiny_training(tmp_path / "outputs", override))
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr[-2000:]
+    assert re.search(pattern, lines[0]), lines[0]
+    assert not (tmp_path / "outputs").exists() or not any((tmp_path / "outputs").rglob("*.json"))
