@@ -85,6 +85,40 @@ function layerNorm(X, T, d, gain, bias, eps = 1e-5) {
   return out;
 }
 
+/** y = x / sqrt(mean(x^2) + eps) * gain over each row of X (T, d): RMSNorm, LayerNorm without the mean. */
+function rmsNorm(X, T, d, gain, eps = 1e-5) {
+  const out = new Float64Array(T * d);
+  for (let t = 0; t < T; t++) {
+    let meanSquare = 0;
+    for (let i = 0; i < d; i++) meanSquare += X[t * d + i] ** 2;
+    const scale = 1 / Math.sqrt(meanSquare / d + eps);
+    for (let i = 0; i < d; i++) out[t * d + i] = X[t * d + i] * scale * (gain ? gain[i] : 1);
+  }
+  return out;
+}
+
+/** model.norm: "layer" (LayerNorm) or "rms" (RMSNorm, which has no bias). */
+function norm(model, X, T, d, gain, bias) {
+  return model.config.norm === "rms" ? rmsNorm(X, T, d, gain) : layerNorm(X, T, d, gain, bias);
+}
+
+/** RoPE: pair (x_i, x_{i+d/2}) of a head's query or key at position m turns by m theta_i,
+ *  theta_i = 10000^(-2i/d_head):  x' = x cos + rotate_half(x) sin,  rotate_half(x) = [-x_2, x_1].
+ *  A (T, dK) array, rotated in place; cos and sin rounded to float32 as PyTorch stores them. */
+function rotate(A, T, dK) {
+  const half = dK / 2;
+  for (let m = 0; m < T; m++) {
+    for (let i = 0; i < half; i++) {
+      const angle = m * 10000 ** (-(2 * i) / dK);
+      const cos = Math.fround(Math.cos(angle)), sin = Math.fround(Math.sin(angle));
+      const a = A[m * dK + i], b = A[m * dK + half + i];
+      A[m * dK + i] = a * cos - b * sin;
+      A[m * dK + half + i] = b * cos + a * sin;
+    }
+  }
+  return A;
+}
+
 /** PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d)):  (maxLen, d).
  *  Rounded to float32 as PyTorch stores it. */
 function sinusoidalEncoding(maxLen, d) {
@@ -127,6 +161,23 @@ function gelu(X) {
   return X;
 }
 
+/** ReLU²(x) = max(0, x)^2, elementwise, in place. */
+function relu2(X) {
+  for (let i = 0; i < X.length; i++) X[i] = X[i] > 0 ? X[i] * X[i] : 0;
+  return X;
+}
+
+/** SiLU(x) = x / (1 + exp(-x)): the gate of SwiGLU. */
+function silu(x) {
+  return x / (1 + Math.exp(-x));
+}
+
+/** Logit soft-capping: c tanh(z / c), in place; no cap when c is null. */
+function softcap(Z, c) {
+  if (c) for (let i = 0; i < Z.length; i++) Z[i] = c * Math.tanh(Z[i] / c);
+  return Z;
+}
+
 /** softmax(s)_j = exp(s_j - max s) / sum_k exp(s_k - max s), of a vector; exp(-inf) = 0 drops masked entries. */
 function softmax(s) {
   let max = -Infinity;
@@ -138,26 +189,27 @@ function softmax(s) {
   return out;
 }
 
-/** X = E[token] * scale + PE[position]:  ids (T,) -> (T, d). */
+/** X = E[token] * scale + PE[position]:  ids (T,) -> (T, d). With RoPE, X = E[token]: no position added. */
 function embed(model, ids) {
   const { d } = model;
   const E = model.weight("embedding.E"); // (vocab, d)
-  const P = model.positions; // (context_window, d)
+  const P = model.positions; // (context_window, d), or null with RoPE
   const X = new Float64Array(ids.length * d);
   for (let t = 0; t < ids.length; t++)
-    for (let i = 0; i < d; i++) X[t * d + i] = E[ids[t] * d + i] * model.embeddingScale + P[t * d + i];
+    for (let i = 0; i < d; i++) X[t * d + i] = E[ids[t] * d + i] * model.embeddingScale + (P ? P[t * d + i] : 0);
   return X;
 }
 
-/** One causal head h of Q, K, V (T, d_model) each:  softmax(Q_h K_h^T / sqrt(d_k) + M) V_h.
+/** Head h's columns h*d_k .. (h+1)*d_k - 1 of A (T, width), as (T, d_k). */
+function headSlice(A, T, width, h, dK) {
+  const out = new Float64Array(T * dK);
+  for (let t = 0; t < T; t++) out.set(A.subarray(t * width + h * dK, t * width + (h + 1) * dK), t * dK);
+  return out;
+}
+
+/** One causal head of Q_h, K_h, V_h (T, d_k) each:  softmax(Q_h K_h^T / sqrt(d_k) + M) V_h.
  *  Returns the steps of the notes: scores (T, T) before the mask, weights (T, T), context (T, d_k). */
-function attentionHead(Q, K, V, T, dModel, h, dK) {
-  const slice = (A) => { // head h's columns h*d_k .. (h+1)*d_k - 1 of A (T, d_model), as (T, d_k)
-    const out = new Float64Array(T * dK);
-    for (let t = 0; t < T; t++) out.set(A.subarray(t * dModel + h * dK, t * dModel + (h + 1) * dK), t * dK);
-    return out;
-  };
-  const [Qh, Kh, Vh] = [slice(Q), slice(K), slice(V)];
+function attentionHead(Qh, Kh, Vh, T, dK) {
   const scores = new Float64Array(T * T);
   const weights = new Float64Array(T * T);
   const context = new Float64Array(T * dK);
@@ -176,31 +228,59 @@ function attentionHead(Q, K, V, T, dModel, h, dK) {
   return { scores, weights, context };
 }
 
-/** Multi-head attention over X (T, d): Q = X W_Q, K = X W_K, V = X W_V, h heads, concatenated, times W_O. */
-function multiHeadAttention(model, prefix, X, T) {
+/** Multi-head attention over X (T, d): Q = X W_Q, K = X W_K, V = X W_V, h heads, concatenated, times W_O.
+ *  With GQA (num_kv_heads k < h) W_K and W_V give k heads, and query head h reads head floor(h / (h/k));
+ *  qk_norm: RMSNorm of each head's q and k; RoPE: q and k rotated by position; value embeddings:
+ *  V = X W_V + E_V[token]. Returns Q, K, V as the h query heads use them, (T, d) each. */
+function multiHeadAttention(model, prefix, X, T, ids) {
   const { d, numHeads } = model;
   const dK = d / numHeads;
+  const kvHeads = model.config.num_kv_heads || numHeads;
+  const dKV = kvHeads * dK;
   const W = (name) => model.matrix(prefix + name);
   const bQKV = model.weight(prefix + "b_QKV"); // (3, d) or absent
   const Q = addBias(matmul(X, W("W_Q"), T, d, d), bQKV && bQKV.subarray(0, d), d); // (T, d)
-  const K = addBias(matmul(X, W("W_K"), T, d, d), bQKV && bQKV.subarray(d, 2 * d), d); // (T, d)
-  const V = addBias(matmul(X, W("W_V"), T, d, d), bQKV && bQKV.subarray(2 * d), d); // (T, d)
+  const K = addBias(matmul(X, W("W_K"), T, d, dKV), bQKV && bQKV.subarray(d, 2 * d), dKV); // (T, k d_k)
+  const V = addBias(matmul(X, W("W_V"), T, d, dKV), bQKV && bQKV.subarray(2 * d), dKV); // (T, k d_k)
+  const EV = model.weight(prefix.replace("attention.", "E_V")); // (vocab, k d_k): value embeddings, or absent
+  if (EV) for (let t = 0; t < T; t++) for (let i = 0; i < dKV; i++) V[t * dKV + i] += EV[ids[t] * dKV + i];
+  const qGain = model.weight(prefix + "q_norm.gain"), kGain = model.weight(prefix + "k_norm.gain");
+  const prepare = (A, width, head, gain) => { // one head's (T, d_k): normalised, then rotated, as the model does
+    let out = headSlice(A, T, width, head, dK);
+    if (model.config.qk_norm) out = rmsNorm(out, T, dK, gain);
+    return model.config.positional === "rope" ? rotate(out, T, dK) : out;
+  };
   const heads = [];
+  const used = { Q: new Float64Array(T * d), K: new Float64Array(T * d), V: new Float64Array(T * d) };
   const concat = new Float64Array(T * d); // the heads side by side: (T, h * d_k) = (T, d)
+  const place = (into, A, h) => { for (let t = 0; t < T; t++) into.set(A.subarray(t * dK, (t + 1) * dK), t * d + h * dK); };
   for (let h = 0; h < numHeads; h++) {
-    const head = attentionHead(Q, K, V, T, d, h, dK);
+    const shared = Math.floor(h / (numHeads / kvHeads)); // the key/value head this query head reads
+    const [Qh, Kh, Vh] = [prepare(Q, d, h, qGain), prepare(K, dKV, shared, kGain), headSlice(V, T, dKV, shared, dK)];
+    const head = attentionHead(Qh, Kh, Vh, T, dK);
     heads.push(head);
-    for (let t = 0; t < T; t++) for (let k = 0; k < dK; k++) concat[t * d + h * dK + k] = head.context[t * dK + k];
+    place(used.Q, Qh, h);
+    place(used.K, Kh, h);
+    place(used.V, Vh, h);
+    place(concat, head.context, h);
   }
   const out = W("W_O") ? addBias(matmul(concat, W("W_O"), T, d, d), model.weight(prefix + "b_O"), d) : concat; // (T, d)
-  return { Q, K, V, heads, out, dK };
+  return { Q: used.Q, K: used.K, V: used.V, heads, out, dK };
 }
 
-/** The position-wise MLP: GELU(X W_1 + b_1) W_2 + b_2:  (T, d) -> (T, 4d) -> (T, d). */
+/** The position-wise MLP: act(X W_1 + b_1) W_2 + b_2:  (T, d) -> (T, hidden) -> (T, d); act GELU or ReLU².
+ *  SwiGLU: (SiLU(X W_1) * (X W_3)) W_2, the gate times the value, with hidden = 2/3 of ratio * d. */
 function mlp(model, prefix, X, T) {
   const { d } = model;
-  const hidden = model.config.mlp_ratio * d;
-  const H = gelu(addBias(matmul(X, model.matrix(prefix + "W_1"), T, d, hidden), model.weight(prefix + "b_1"), hidden));
+  const activation = model.config.activation || "gelu";
+  const ratioHidden = model.config.mlp_ratio * d;
+  const hidden = activation === "swiglu" ? Math.floor((2 * ratioHidden) / 3) : ratioHidden;
+  const H = addBias(matmul(X, model.matrix(prefix + "W_1"), T, d, hidden), model.weight(prefix + "b_1"), hidden);
+  if (activation === "swiglu") {
+    const value = addBias(matmul(X, model.matrix(prefix + "W_3"), T, d, hidden), model.weight(prefix + "b_3"), hidden);
+    for (let i = 0; i < H.length; i++) H[i] = silu(H[i]) * value[i];
+  } else if (activation === "relu2") relu2(H);
+  else gelu(H);
   return addBias(matmul(H, model.matrix(prefix + "W_2"), T, hidden, d), model.weight(prefix + "b_2"), d);
 }
 
@@ -216,15 +296,15 @@ function forwardGPT(model, ids) {
   const attention = [];
   for (let l = 0; l < model.config.num_layers; l++) {
     const p = `blocks.${l}.`;
-    const att = multiHeadAttention(model, p + "attention.", layerNorm(X, T, d, w(p + "ln_1.gain"), w(p + "ln_1.bias")), T);
+    const att = multiHeadAttention(model, p + "attention.", norm(model, X, T, d, w(p + "ln_1.gain"), w(p + "ln_1.bias")), T, ids);
     X = add(X, att.out);
     if (model.config.mlp_ratio > 0) { // mlp_ratio 0: attention-only, no MLP
-      X = add(X, mlp(model, p + "mlp.", layerNorm(X, T, d, w(p + "ln_2.gain"), w(p + "ln_2.bias")), T));
+      X = add(X, mlp(model, p + "mlp.", norm(model, X, T, d, w(p + "ln_2.gain"), w(p + "ln_2.bias")), T));
     }
     attention.push(att);
     stream.push(X); // X_l: (T, d)
   }
-  const readout = (S) => matmul(layerNorm(S, S.length / d, d, w("ln_f.gain"), w("ln_f.bias")), model.matrix("W_vocab"), S.length / d, d, model.vocabSize);
+  const readout = (S) => softcap(matmul(norm(model, S, S.length / d, d, w("ln_f.gain"), w("ln_f.bias")), model.matrix("W_vocab"), S.length / d, d, model.vocabSize), model.config.logit_softcap);
   return { logits: readout(X), attention, stream, readout };
 }
 
@@ -233,9 +313,9 @@ function forwardSeed(model, ids) {
   const { d } = model;
   const T = ids.length;
   const w = (name) => model.weight(name);
-  const X = layerNorm(embed(model, ids), T, d, w("ln.gain"), w("ln.bias")); // (T, d)
-  const att = multiHeadAttention(model, "attention.", X, T);
-  const readout = (S) => addBias(matmul(S, model.matrix("W_out"), S.length / d, d, model.vocabSize), w("b_out"), model.vocabSize);
+  const X = norm(model, embed(model, ids), T, d, w("ln.gain"), w("ln.bias")); // (T, d)
+  const att = multiHeadAttention(model, "attention.", X, T, ids);
+  const readout = (S) => softcap(addBias(matmul(S, model.matrix("W_out"), S.length / d, d, model.vocabSize), w("b_out"), model.vocabSize), model.config.logit_softcap);
   return { logits: readout(att.out), attention: [att], stream: [X, att.out], readout };
 }
 
@@ -279,7 +359,7 @@ function loadModel(payload) {
     vocab: payload.vocab,
     weight: (name) => tensors[name], // undefined for a weight this model has not (a bias, W_O, ...)
     matrix: (name) => transposed[name], // W^T (N, K) of a projection W (K, N): what matmul takes
-    positions: sinusoidal ? sinusoidalEncoding(config.context_window, d) : tensors["embedding.position.weight"],
+    positions: config.positional === "rope" ? null : sinusoidal ? sinusoidalEncoding(config.context_window, d) : tensors["embedding.position.weight"],
     embeddingScale: sinusoidal && scaleTokens ? Math.fround(Math.sqrt(d)) : 1,
   };
   const transposed = {};
