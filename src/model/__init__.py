@@ -56,6 +56,15 @@ def model_config(config: Mapping[str, Any], vocab_size: int) -> GPTConfig | Seed
     return MODELS[kind][1](vocab_size=vocab_size, **options)  # __post_init__ checks each value
 
 
+def fewest_parameters(cfg: GPTConfig | SeedGPTConfig) -> int:
+    """A lower bound on the parameters build_model(cfg) allocates, from the config alone: the
+    embedding E (vocab x d), and per layer W_Q (d x d) and the MLP's matrices (at least 2 of
+    d x 2rd/3). A checkpoint whose file holds fewer weights than this was edited (a config saying
+    embedding_dim=65536, num_layers=64 made generate allocate until the kernel killed it)."""
+    d, layers, ratio = cfg.embedding_dim, getattr(cfg, "num_layers", 1), getattr(cfg, "mlp_ratio", 0)
+    return cfg.vocab_size * d + layers * (d * d + 2 * d * (2 * ratio * d // 3))
+
+
 def build_model(config: Mapping[str, Any], vocab_size: int) -> CausalLanguageModel:
     cfg = model_config(config, vocab_size)
     return MODELS[config.get("kind", "gpt")][0](cfg)
@@ -75,6 +84,7 @@ __all__ = [
     "model_config",
     "causal_mask",
     "count_parameters",
+    "fewest_parameters",
     "scaled_dot_product_attention",
     "softmax",
 ]
