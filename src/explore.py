@@ -19,7 +19,7 @@ import src.training.lightning_import  # noqa: F401  (first: Lightning without sc
 from src import rules
 from src.cli import command
 from src.explorer.page import write_explorer
-from src.explorer.payload import WEIGHT_DTYPES
+from src.explorer.payload import EXCERPT_MAX_CHARS, WEIGHT_DTYPES
 from src.training.checkpoint import find_checkpoint, run_dir_of
 
 
@@ -38,9 +38,12 @@ def check_out(out: Path) -> None:
 
 
 def run(cfg: DictConfig) -> Path:
-    if not rules.is_int(cfg.excerpt_chars) or cfg.excerpt_chars < 2:
+    if not rules.is_int(cfg.excerpt_chars) or not 2 <= cfg.excerpt_chars <= EXCERPT_MAX_CHARS:
         rules.refuse(
-            "excerpt_chars", cfg.excerpt_chars, "an integer >= 2", "how many characters 'Where it fails' scores"
+            "excerpt_chars",
+            cfg.excerpt_chars,
+            f"an integer from 2 to {EXCERPT_MAX_CHARS:,}",
+            "how many characters 'Where it fails' scores in the browser (the page keeps within its 8 MB)",
         )
     rules.choice("weights", cfg.weights, WEIGHT_DTYPES)
     checkpoint = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir)

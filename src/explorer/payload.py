@@ -27,6 +27,10 @@ from src.training.checkpoint import Trained, run_dir_of
 # default model's page (0.70M parameters, 2.8 MB of float32) under 8 MB and halves larger ones.
 AUTO_FLOAT32_BYTES = 6_000_000
 WEIGHT_DTYPES = ("auto", "float32", "float16")
+# "Where it fails" scores its excerpt in the browser: at most this many characters (at most 0.8 MB of
+# UTF-8 in the page, a tenth of its 8 MB budget; a 212 MB excerpt made a 220 MB page whose view threw
+# "RangeError: Invalid array length").
+EXCERPT_MAX_CHARS = 200_000
 
 
 def pack_weights(state_dict: dict[str, torch.Tensor], weights: str = "auto") -> dict[str, Any]:
@@ -72,7 +76,8 @@ def file_text(path: str | Path, chars: int) -> tuple[str, str]:
     if not file.is_file():
         raise ValueError(f"text={path} does not exist or is not a file: point text= at a UTF-8 text file")
     try:
-        text = file.read_text(encoding="utf-8")[:chars]
+        with open(file, encoding="utf-8") as f:
+            text = f.read(chars)  # the opening only, not the whole file
     except UnicodeDecodeError:
         raise ValueError(f"text={path} is not UTF-8 text: convert it, or leave text= unset") from None
     return text, f"the first {len(text):,} characters of {file}"
