@@ -33,6 +33,7 @@ def find_checkpoint(spec: str | Path | None, outputs_dir: str | Path, prefer: st
 
     - a file: that file;
     - a run directory: its checkpoints/<prefer>.ckpt, else the other of best/last;
+    - a folder written by `python -m src.export format=safetensors`: its model.safetensors;
     - "last": the newest last.ckpt under outputs_dir;
     - None: the run under outputs_dir with the newest checkpoint, its <prefer>.ckpt.
     """
@@ -54,6 +55,8 @@ def find_checkpoint(spec: str | Path | None, outputs_dir: str | Path, prefer: st
             for candidate in (path / "checkpoints" / name, path / name):
                 if candidate.is_file():
                     return candidate
+        if (path / "model.safetensors").is_file():
+            return path / "model.safetensors"
         raise CheckpointError(f"no {' or '.join(order)} in {path}: pass ckpt_path=<a .ckpt file> or a run directory")
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist: pass ckpt_path=<a .ckpt file> or a run directory")
@@ -61,18 +64,15 @@ def find_checkpoint(spec: str | Path | None, outputs_dir: str | Path, prefer: st
 
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
-    """The checkpoint's dict, refusing truncated files and files that are not our checkpoints."""
+    """The checkpoint's dict, refusing truncated files and files that are not our checkpoints.
+    An exported model.safetensors (src/export/folder.py) reads as the checkpoint it came from."""
     path = Path(path)
-    with open(path, "rb") as f:
-        if f.read(4) != b"PK\x03\x04":  # torch.save writes a zip archive
-            raise CheckpointError(f"{path} is not a checkpoint: pass a .ckpt file written by python -m src.train")
-    try:
-        # Lightning checkpoints hold plain containers, tensors and numbers: the safe loader reads them.
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except (EOFError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, OSError):
-        raise CheckpointError(
-            f"{path} is truncated or corrupt: use another checkpoint, e.g. the run's checkpoints/last.ckpt or best.ckpt"
-        ) from None
+    if path.suffix == ".safetensors":
+        from src.export.folder import read_exported
+
+        checkpoint = read_exported(path)
+    else:
+        checkpoint = load_zipped(path)
     hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
     if not isinstance(hparams, dict) or "model" not in hparams or "tokenizer" not in hparams:
         raise CheckpointError(f"{path} is not a scratchgpt checkpoint (no model config and tokenizer inside)")
@@ -93,6 +93,20 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
             f"edited or damaged; use another one, e.g. the run's checkpoints/last.ckpt or best.ckpt"
         )
     return checkpoint
+
+
+def load_zipped(path: Path) -> Any:
+    """What torch.save wrote to `path` (a zip archive), refusing anything else."""
+    with open(path, "rb") as f:
+        if f.read(4) != b"PK\x03\x04":
+            raise CheckpointError(f"{path} is not a checkpoint: pass a .ckpt file written by python -m src.train")
+    try:
+        # Lightning checkpoints hold plain containers, tensors and numbers: the safe loader reads them.
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (EOFError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, OSError):
+        raise CheckpointError(
+            f"{path} is truncated or corrupt: use another checkpoint, e.g. the run's checkpoints/last.ckpt or best.ckpt"
+        ) from None
 
 
 def load_weights(module: nn.Module, state_dict: dict[str, Any], path: str | Path) -> None:

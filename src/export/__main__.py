@@ -1,0 +1,157 @@
+"""`python -m src.export [ckpt_path=...] format=safetensors|hf|transformerlens out=<folder>`.
+
+- safetensors: model.safetensors + config.json, which our commands read back (`ckpt_path=<folder>`);
+- hf: a folder transformers.GPT2LMHeadModel and PreTrainedTokenizerFast load offline;
+- transformerlens: the same GPT-2 folder, booted by TransformerLens's TransformerBridge before it is kept.
+
+The folder is written beside `out` under a temporary name, checked (a GPT-2 folder is loaded back
+and its logits compared with ours), then renamed to `out`: it appears whole or not at all.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig
+
+from src import rules
+from src.cli import command
+from src.training.checkpoint import Trained, describe, find_checkpoint, load_trained, run_dir_of
+
+FORMATS = ("safetensors", "hf", "transformerlens")
+# The packages each format needs, and the extra of pyproject.toml that installs them.
+NEEDS = {
+    "safetensors": (("safetensors",), "hf"),
+    "hf": (("safetensors", "transformers", "tokenizers"), "hf"),
+    "transformerlens": (("safetensors", "transformers", "tokenizers", "transformer_lens"), "interp"),
+}
+TOLERANCE = 1e-4  # the largest logit difference an exported GPT-2 may show (the tests ask 1e-5)
+
+
+@dataclass
+class ExportSchema:
+    ckpt_path: str | None = None
+    format: str = "safetensors"
+    out: str | None = None
+    paths: Any = None
+
+
+def check_packages(fmt: str) -> None:
+    packages, extra = NEEDS[fmt]
+    missing = [p for p in packages if importlib.util.find_spec(p) is None]
+    if missing:
+        raise ValueError(f'format={fmt} needs {", ".join(missing)}: pip install -e ".[{extra}]"')
+
+
+def partial_of(out: Path) -> Path:
+    return out.with_name(f".{out.name}.partial-{os.getpid()}")
+
+
+def check_out(out: Path) -> None:
+    """Refuse an `out` the folder cannot be written to, before any work."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out={out} is a file: give a folder that does not exist yet")
+    if out.is_dir() and any(out.iterdir()):
+        raise ValueError(f"out={out} already holds files: choose a new folder, or remove it first")
+    if not out.parent.is_dir():
+        raise ValueError(f"cannot write out={out}: the folder {out.parent} does not exist")
+    probe = partial_of(out)
+    try:
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as err:
+        raise ValueError(f"cannot write out={out}: {err.strerror}; choose another out=<folder>") from None
+
+
+def write_atomically(out: Path, write: Callable[[Path], None]) -> None:
+    """write(folder) into a temporary folder beside `out`, then rename it to `out` (absent or empty)."""
+    partial = partial_of(out)
+    partial.mkdir()
+    try:
+        write(partial)
+        os.replace(partial, out)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def probe_ids(trained: Trained) -> torch.Tensor:
+    """Two windows of ids, a full context window each, for comparing logits: (2, T)."""
+    T, V = trained.model.context_window, trained.tokenizer.vocab_size
+    generator = torch.Generator().manual_seed(0)
+    return torch.randint(0, V, (2, T), generator=generator)
+
+
+def check_same_logits(ours: torch.Tensor, theirs: torch.Tensor, what: str) -> None:
+    gap = (ours - theirs).abs().max().item()
+    if not gap <= TOLERANCE:
+        raise RuntimeError(f"{what} gives logits {gap:.2e} away from ours (allowed {TOLERANCE}): nothing was written")
+
+
+def write_gpt2(trained: Trained, folder: Path, lens: bool) -> None:
+    """The GPT-2 folder, loaded back (by the TransformerBridge too when `lens`) and compared with ours."""
+    from transformers import GPT2LMHeadModel
+
+    from src.export.hf import write_hf
+
+    write_hf(trained.model, trained.tokenizer.vocab, folder)
+    ids = probe_ids(trained)
+    with torch.no_grad():
+        ours, _ = trained.model(ids)
+        check_same_logits(ours, GPT2LMHeadModel.from_pretrained(folder).eval()(ids).logits, "GPT2LMHeadModel")
+        if lens:
+            from src.export.lens import boot
+
+            check_same_logits(ours, boot(folder).run_with_cache(ids)[0], "TransformerBridge")
+
+
+def loading_hint(fmt: str, out: Path) -> str:
+    return {
+        "safetensors": f"python -m src.generate ckpt_path={out}",
+        "hf": f"GPT2LMHeadModel.from_pretrained('{out}') and PreTrainedTokenizerFast.from_pretrained('{out}')",
+        "transformerlens": f"TransformerBridge.boot_transformers('{out}') (from transformer_lens.model_bridge)",
+    }[fmt]
+
+
+def run(cfg: DictConfig) -> Path:
+    rules.choice("format", cfg.format, FORMATS)
+    check_packages(cfg.format)
+    path = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir)
+    out = Path(cfg.out).expanduser() if cfg.out is not None else run_dir_of(path) / f"export-{cfg.format}"
+    check_out(out)
+    trained = load_trained(path)
+    if cfg.format != "safetensors":
+        from src.export.hf import check_gpt2
+
+        check_gpt2(trained.hparams["model"], f"format={cfg.format}")
+    print("\n".join(describe(path, trained, chosen=cfg.ckpt_path is None)), file=sys.stderr)
+    trained.model.float().eval()
+    if cfg.format == "safetensors":
+        from src.export.folder import write_safetensors
+
+        write_atomically(out, lambda folder: write_safetensors(trained, folder))
+    else:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is local: never ask the Hub
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        write_atomically(out, lambda folder: write_gpt2(trained, folder, lens=cfg.format == "transformerlens"))
+    print(f"wrote {out} ({cfg.format}); open it with {loading_hint(cfg.format, out)}")
+    return out
+
+
+def main() -> None:
+    ConfigStore.instance().store(name="export_schema", node=ExportSchema)
+    command("export", run)
+
+
+if __name__ == "__main__":
+    main()

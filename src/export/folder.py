@@ -1,0 +1,81 @@
+"""format=safetensors: the weights as `model.safetensors` beside a `config.json` that says what they are.
+
+    <out>/model.safetensors   the model's state dict (our parameter names), float32
+    <out>/config.json         {"format": "scratchgpt", "model": {...}, "vocabulary": "...", "step": N,
+                               "best_val_loss": x, "optimizer": {...}, "data": {...}}
+
+Our commands read the folder wherever they read a checkpoint (`ckpt_path=<out>`): read_exported
+turns it back into the dict a training checkpoint holds, so the model, its tokenizer, the text
+it was scored on and its step are the same as in the checkpoint it came from.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from src.training.checkpoint import CheckpointError, Trained
+
+WEIGHTS, CONFIG = "model.safetensors", "config.json"
+FORMAT = "scratchgpt"
+
+
+def export_config(trained: Trained) -> dict[str, Any]:
+    """config.json: the model config, the vocabulary, the run's step and val loss, and the settings
+    the commands read back (the optimizer's, for a LitGPT; the text and its split, for evaluate)."""
+    hparams = trained.hparams
+    return {
+        "format": FORMAT,
+        "model": hparams["model"],
+        "vocabulary": "".join(trained.tokenizer.vocab),
+        "step": trained.global_step,
+        "best_val_loss": trained.best_val_loss,
+        **{key: hparams[key] for key in ("optimizer", "data") if key in hparams},
+    }
+
+
+def write_safetensors(trained: Trained, folder: Path) -> None:
+    from safetensors.torch import save_file
+
+    state = {name: tensor.detach().cpu().contiguous() for name, tensor in trained.model.state_dict().items()}
+    save_file(state, str(folder / WEIGHTS), metadata={"format": "pt"})
+    text = json.dumps(export_config(trained), indent=2, ensure_ascii=False)
+    (folder / CONFIG).write_text(text + "\n", encoding="utf-8")
+
+
+def read_exported(weights: Path) -> dict[str, Any]:
+    """A folder written by format=safetensors, as the dict of a training checkpoint (read_checkpoint checks it)."""
+    folder = weights.parent
+    try:
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+    except ImportError:
+        raise CheckpointError(
+            f'{weights} is a safetensors file, and reading it needs the safetensors package: pip install -e ".[hf]"'
+        ) from None
+    try:
+        config = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(
+            f"{folder} has {WEIGHTS} but no {CONFIG}: export it again with python -m src.export format=safetensors"
+        ) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{folder / CONFIG} is unreadable or corrupt ({err}): export the model again") from None
+    if not isinstance(config, dict) or config.get("format") != FORMAT:
+        raise CheckpointError(
+            f"{folder / CONFIG} is not a scratchgpt export (a Hugging Face folder?): pass a folder written by "
+            f"python -m src.export format=safetensors, or a .ckpt file"
+        )
+    try:
+        state = load_file(str(weights))
+    except (SafetensorError, OSError) as err:
+        raise CheckpointError(f"{weights} is truncated or corrupt ({err}): export the model again") from None
+    hparams = {"model": config.get("model"), "tokenizer": {"vocab": config.get("vocabulary")}}
+    hparams |= {key: config[key] for key in ("optimizer", "data") if key in config}
+    return {
+        "hyper_parameters": hparams,
+        "state_dict": {f"model.{name}": tensor for name, tensor in state.items()},
+        "global_step": config.get("step", 0),
+        "best_val_loss": config.get("best_val_loss"),
+    }

@@ -1,0 +1,146 @@
+"""Our GPT as Hugging Face's GPT-2: the same network, its weights renamed and laid out as GPT-2 keeps them.
+
+Our default GPT is GPT-2's architecture (pre-LN blocks, GELU MLP, final layer norm), so nothing is
+approximated; the differences are bookkeeping:
+
+    ours                                   GPT-2 (transformers.GPT2LMHeadModel)
+    E (vocab, d), rows scaled by sqrt(d)   transformer.wte.weight = E * scale (the scale folded in)
+      with sinusoidal positions
+    the fixed sinusoidal table PE          transformer.wpe.weight = PE (a table of positions)
+    W_Q, W_K, W_V (d, d), X @ W            attn.c_attn.weight = [W_Q | W_K | W_V] (d, 3d): Conv1D is X @ W too
+    W_O, W_1, W_2                          attn.c_proj, mlp.c_fc, mlp.c_proj (same layout)
+    no biases (bias=false)                 zero biases
+    exact GELU                             activation_function="gelu" (not GPT-2's tanh "gelu_new")
+    logits = H E^T (tied)                  lm_head.weight = E, untied when the scale is folded into wte
+    logits = H W_vocab (untied)            lm_head.weight = W_vocab^T
+
+The character tokenizer becomes a `tokenizers` WordLevel model over single characters, which
+PreTrainedTokenizerFast loads. The seed model (one attention layer, no residual stream, no MLP,
+optionally no W_O) has no GPT-2 equivalent and is refused.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from src.model.gpt import GPT
+from src.model.layers import SinusoidalPositionalEncoding
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
+class NotExportable(ValueError):
+    """A model option GPT-2 cannot express; the message names it."""
+
+
+def check_gpt2(hparams: dict[str, Any], what: str = "format=hf") -> None:
+    """Refuse, naming the option, a model GPT-2's architecture cannot hold."""
+    kind = hparams.get("kind", "gpt")
+    if kind != "gpt":
+        raise NotExportable(
+            f"model={kind} cannot be exported as {what}: GPT-2 has no model with one attention layer "
+            f"and no residual stream or MLP; use format=safetensors, or train model=gpt"
+        )
+
+
+def gpt2_config(model: GPT) -> dict[str, Any]:
+    """The keyword arguments of transformers.GPT2Config for this model."""
+    cfg = model.cfg
+    return {
+        "vocab_size": cfg.vocab_size,
+        "n_positions": cfg.context_window,
+        "n_embd": cfg.embedding_dim,
+        "n_layer": cfg.num_layers,
+        "n_head": cfg.num_heads,
+        "n_inner": cfg.mlp_ratio * cfg.embedding_dim,
+        "activation_function": "gelu",  # exact erf GELU, as src/model/layers.gelu
+        "resid_pdrop": cfg.dropout,
+        "embd_pdrop": cfg.dropout,
+        "attn_pdrop": cfg.dropout,
+        "layer_norm_epsilon": model.ln_f.eps,
+        "scale_attn_weights": True,  # / sqrt(d_head)
+        "tie_word_embeddings": tied_in_gpt2(model),
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "pad_token_id": None,
+    }
+
+
+def tied_in_gpt2(model: GPT) -> bool:
+    """GPT-2 ties lm_head to wte only when both are the same matrix: ours tied and unscaled."""
+    return model.W_vocab is None and model.embedding.scale == 1.0
+
+
+def gpt2_state_dict(model: GPT) -> dict[str, Tensor]:
+    """Our weights under GPT-2's names and layouts (a tied head appears only as wte)."""
+    d = model.cfg.embedding_dim
+
+    def bias(b: Tensor | None, n: int) -> Tensor:
+        return b.detach().clone() if b is not None else torch.zeros(n)
+
+    def norm(prefix: str, ln: Any) -> dict[str, Tensor]:
+        return {f"{prefix}.weight": ln.gain.detach().clone(), f"{prefix}.bias": bias(ln.bias, d)}
+
+    embedding = model.embedding
+    position = embedding.position
+    wpe = position.pe if isinstance(position, SinusoidalPositionalEncoding) else position.weight
+    state = {
+        "transformer.wte.weight": (embedding.E * embedding.scale).detach().clone(),
+        "transformer.wpe.weight": wpe.detach().clone(),
+        **norm("transformer.ln_f", model.ln_f),
+    }
+    for i, block in enumerate(model.blocks):
+        p, attn, mlp = f"transformer.h.{i}", block.attention, block.mlp
+        qkv_bias = attn.b_QKV.detach().flatten().clone() if attn.b_QKV is not None else torch.zeros(3 * d)
+        state |= {
+            **norm(f"{p}.ln_1", block.ln_1),
+            **norm(f"{p}.ln_2", block.ln_2),
+            f"{p}.attn.c_attn.weight": torch.cat([attn.W_Q, attn.W_K, attn.W_V], dim=1).detach().clone(),  # (d, 3d)
+            f"{p}.attn.c_attn.bias": qkv_bias,
+            f"{p}.attn.c_proj.weight": attn.W_O.detach().clone(),
+            f"{p}.attn.c_proj.bias": bias(attn.b_O, d),
+            f"{p}.mlp.c_fc.weight": mlp.W_1.detach().clone(),  # (d, hidden)
+            f"{p}.mlp.c_fc.bias": bias(mlp.b_1, mlp.W_1.shape[1]),
+            f"{p}.mlp.c_proj.weight": mlp.W_2.detach().clone(),  # (hidden, d)
+            f"{p}.mlp.c_proj.bias": bias(mlp.b_2, d),
+        }
+    if not tied_in_gpt2(model):
+        W_vocab = embedding.E.t() if model.W_vocab is None else model.W_vocab  # (d, vocab)
+        state["lm_head.weight"] = W_vocab.t().detach().contiguous().clone()  # nn.Linear: (vocab, d)
+    return state
+
+
+def tokenizer_json(vocab: list[str]) -> str:
+    r"""A `tokenizers` tokenizer.json: every character its own token, ids as in our vocabulary.
+
+    The pre-tokenizer cuts the text into single code points (`[\s\S]`: any character, the newline
+    included), the WordLevel model looks each up, and the Fuse decoder joins them with nothing between.
+    """
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+
+    tokenizer = Tokenizer(models.WordLevel({ch: i for i, ch in enumerate(vocab)}, unk_token=None))
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    tokenizer.decoder = decoders.Fuse()
+    return tokenizer.to_str()
+
+
+def write_hf(model: GPT, vocab: list[str], folder: Path) -> None:
+    """config.json, model.safetensors, tokenizer.json and tokenizer_config.json into `folder`."""
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    hf_model = GPT2LMHeadModel(GPT2Config(**gpt2_config(model)))
+    missing, unexpected = hf_model.load_state_dict(gpt2_state_dict(model), strict=False)
+    # A tied head is lm_head = wte: GPT-2 lists it as missing and fills it by tying.
+    if unexpected or set(missing) - {"lm_head.weight"}:
+        raise RuntimeError(f"GPT-2's names do not match ours: missing {missing}, unexpected {unexpected}")
+    hf_model.save_pretrained(folder)
+    (folder / "tokenizer.json").write_text(tokenizer_json(vocab), encoding="utf-8")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_file=str(folder / "tokenizer.json"), clean_up_tokenization_spaces=False
+    )
+    tokenizer.model_max_length = model.cfg.context_window
+    tokenizer.save_pretrained(folder)
