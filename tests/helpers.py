@@ -193,3 +193,63 @@ class DiskFullAt(Callback):
             record_writer.RecordWriter.write = full
         else:
             os.fsync = full
+
+
+def block_network() -> None:
+    """Make any connection or name lookup beyond this machine raise, in this process.
+
+    Connections to the loopback address and Unix sockets stay allowed (wandb's offline service,
+    Lightning's own processes talk to each other over them); a lookup of any other host name, or a
+    connection to any other address, is refused with an OSError naming it. Self-contained (its
+    source is also run at the start of run_cli_offline's subprocesses)."""
+    import socket
+
+    local = ("127.0.0.1", "::1", "localhost", "0.0.0.0", "")
+    connect, connect_ex, getaddrinfo = socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo
+
+    def remote(sock: socket.socket, address: object) -> bool:
+        return sock.family in (socket.AF_INET, socket.AF_INET6) and address[0] not in local  # type: ignore[index]
+
+    def guarded_connect(sock: socket.socket, address: object) -> None:
+        if remote(sock, address):
+            raise OSError(f"network access attempted in a test: connect to {address}")
+        return connect(sock, address)
+
+    def guarded_connect_ex(sock: socket.socket, address: object) -> int:
+        if remote(sock, address):
+            raise OSError(f"network access attempted in a test: connect to {address}")
+        return connect_ex(sock, address)
+
+    def guarded_getaddrinfo(host: object, *args: object, **kwargs: object) -> object:
+        if host not in local and host is not None:
+            raise OSError(f"network access attempted in a test: look up {host}")
+        return getaddrinfo(host, *args, **kwargs)
+
+    socket.socket.connect = guarded_connect  # type: ignore[method-assign]
+    socket.socket.connect_ex = guarded_connect_ex  # type: ignore[method-assign]
+    socket.getaddrinfo = guarded_getaddrinfo  # type: ignore[assignment]
+
+
+def run_cli_offline(module: str, *overrides: str, timeout: float = 300, env: dict | None = None):
+    """run_cli, with block_network() in force in the command's process and the Hub told to stay offline."""
+    import inspect
+    import textwrap
+
+    code = (
+        textwrap.dedent(inspect.getsource(block_network))
+        + "block_network()\nimport runpy, sys\n"
+        + f"sys.argv = ['src.{module}', *sys.argv[1:]]\n"
+        + f"runpy.run_module('src.{module}', run_name='__main__', alter_sys=True)\n"
+    )
+    if module in ("generate", "evaluate") and not any(o.startswith("device=") for o in overrides):
+        overrides = (*overrides, "device=cpu")
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", **(env or {})}
+    full_env.pop("HYDRA_FULL_ERROR", None)
+    return subprocess.run(
+        [sys.executable, "-c", code, *overrides],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+    )

@@ -114,15 +114,18 @@ def gpt2_state_dict(model: GPT) -> dict[str, Tensor]:
     return state
 
 
-def tokenizer_json(vocab: list[str]) -> str:
+def tokenizer_json(vocab: list[str], unknown: str | None = None) -> str:
     r"""A `tokenizers` tokenizer.json: every character its own token, ids as in our vocabulary.
 
     The pre-tokenizer cuts the text into single code points (`[\s\S]`: any character, the newline
     included), the WordLevel model looks each up, and the Fuse decoder joins them with nothing between.
+    A character outside the vocabulary is refused, as our CharTokenizer refuses it, unless `unknown`
+    names a token for it (id len(vocab): beyond the model's rows, for tools that probe the tokenizer).
     """
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 
-    tokenizer = Tokenizer(models.WordLevel({ch: i for i, ch in enumerate(vocab)}, unk_token=None))
+    ids = {ch: i for i, ch in enumerate(vocab)} | ({unknown: len(vocab)} if unknown else {})
+    tokenizer = Tokenizer(models.WordLevel(ids, unk_token=unknown))
     tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     tokenizer.decoder = decoders.Fuse()
     return tokenizer.to_str()

@@ -7,15 +7,16 @@ the route is: our GPT -> GPT-2's folder (src/export/hf.py, exact) -> the bridge,
 
     from src.export.lens import transformer_bridge
     bridge = transformer_bridge("outputs/2026-11-24/17-26-00")       # a run dir, .ckpt or export folder
-    logits, cache = bridge.run_with_cache(bridge.to_tokens("ROMEO:", prepend_bos=False))
+    logits, cache = bridge.run_with_cache(bridge.to_tokens("ROMEO:"))
     cache["pattern", 0]                                             # (batch, heads, T, T)
 
 `python -m src.export format=transformerlens out=<folder>` writes the same GPT-2 folder, checked by
-booting it: `TransformerBridge.boot_transformers("<folder>")` opens it without this project.
+booting it; `src.export.lens.boot("<folder>")` opens it again (boot's docstring says what it sets).
 """
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -25,11 +26,34 @@ from src.training.checkpoint import Trained, find_checkpoint, load_trained
 DEFAULT_LOG_DIR = Path(__file__).resolve().parents[2] / "outputs"
 
 
-def boot(folder: str | Path, device: str = "cpu") -> Any:
-    """The TransformerBridge of a GPT-2 folder on this machine (no network: the folder is local)."""
-    from transformer_lens.model_bridge import TransformerBridge
+UNKNOWN = "<unk>"
 
-    return TransformerBridge.boot_transformers(str(folder), device=device)
+
+def boot(folder: str | Path, device: str = "cpu") -> Any:
+    """The TransformerBridge of a GPT-2 folder written by src.export (local: no network).
+
+    Two settings make the bridge fit a character model. Booting probes the tokenizer with "a",
+    which a vocabulary without that letter refuses: the bridge's tokenizer maps unknown characters
+    to `<unk>` (as TransformerLens itself adds `<|endoftext|>`, an id beyond the model's rows). And
+    our models never saw a BOS token, so to_tokens prepends none (`prepend_bos=False` by default).
+    """
+    from transformer_lens.model_bridge import TransformerBridge
+    from transformers import PreTrainedTokenizerFast
+
+    from src.export.hf import tokenizer_json
+
+    folder = Path(folder)
+    ids = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
+    vocab = sorted(ids, key=ids.get)
+    with tempfile.TemporaryDirectory() as scratch:
+        probed = Path(scratch) / "tokenizer.json"
+        probed.write_text(tokenizer_json(vocab, unknown=UNKNOWN), encoding="utf-8")
+        tokenizer = PreTrainedTokenizerFast(
+            tokenizer_file=str(probed), unk_token=UNKNOWN, clean_up_tokenization_spaces=False
+        )
+    bridge = TransformerBridge.boot_transformers(str(folder), device=device, tokenizer=tokenizer)
+    bridge.cfg.default_prepend_bos = False
+    return bridge
 
 
 def transformer_bridge(
