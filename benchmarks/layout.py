@@ -39,7 +39,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("src.config",),  # the schemas and the value checks
     ("src.resume",),  # what a resumed run checks of its checkpoint
     ("src.preflight", "src.cli"),  # the checks before a run; what every command shares
-    ("src.train", "src.evaluate", "src.generate", "src.plot_attention", "src.explore"),  # the commands
+    ("src.train", "src.evaluate", "src.generate", "src.plot_attention", "src.explore", "src.export"),  # the commands
     ("benchmarks",),
     ("src", "tests"),  # unknown modules sit on top, so that they are seen
 ]

@@ -65,12 +65,15 @@ def find_checkpoint(spec: str | Path | None, outputs_dir: str | Path, prefer: st
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
     """The checkpoint's dict, refusing truncated files and files that are not our checkpoints.
-    An exported model.safetensors (src/export/folder.py) reads as the checkpoint it came from."""
+    An exported model.safetensors (src/training/exported.py) reads as the checkpoint it came from."""
     path = Path(path)
     if path.suffix == ".safetensors":
-        from src.export.folder import read_exported
+        from src.training.exported import ExportedFolderError, read_exported  # safetensors, only for these
 
-        checkpoint = read_exported(path)
+        try:
+            checkpoint = read_exported(path)
+        except ExportedFolderError as err:
+            raise CheckpointError(str(err)) from None
     else:
         checkpoint = load_zipped(path)
     hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None

@@ -4,18 +4,20 @@
     <out>/config.json         {"format": "scratchgpt", "model": {...}, "vocabulary": "...", "step": N,
                                "best_val_loss": x, "optimizer": {...}, "data": {...}}
 
-Our commands read the folder wherever they read a checkpoint (`ckpt_path=<out>`): read_exported
-turns it back into the dict a training checkpoint holds, so the model, its tokenizer, the text
-it was scored on and its step are the same as in the checkpoint it came from.
+Written by `python -m src.export format=safetensors` (src/export/). Our commands read the folder
+wherever they read a checkpoint (`ckpt_path=<out>`): read_exported turns it back into the dict a
+training checkpoint holds, so the model, its tokenizer, the text it was scored on and its step are
+the same as in the checkpoint it came from.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from src.training.checkpoint import CheckpointError, Trained
+if TYPE_CHECKING:
+    from src.training.checkpoint import Trained
 
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
 FORMAT = "scratchgpt"
@@ -44,6 +46,10 @@ def write_safetensors(trained: Trained, folder: Path) -> None:
     (folder / CONFIG).write_text(text + "\n", encoding="utf-8")
 
 
+class ExportedFolderError(ValueError):
+    """An exported folder that cannot be read; the message names the fix (read_checkpoint words it as its own)."""
+
+
 def read_exported(weights: Path) -> dict[str, Any]:
     """A folder written by format=safetensors, as the dict of a training checkpoint (read_checkpoint checks it)."""
     folder = weights.parent
@@ -51,26 +57,26 @@ def read_exported(weights: Path) -> dict[str, Any]:
         from safetensors import SafetensorError
         from safetensors.torch import load_file
     except ImportError:
-        raise CheckpointError(
+        raise ExportedFolderError(
             f'{weights} is a safetensors file, and reading it needs the safetensors package: pip install -e ".[hf]"'
         ) from None
     try:
         config = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise CheckpointError(
+        raise ExportedFolderError(
             f"{folder} has {WEIGHTS} but no {CONFIG}: export it again with python -m src.export format=safetensors"
         ) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{folder / CONFIG} is unreadable or corrupt ({err}): export the model again") from None
+        raise ExportedFolderError(f"{folder / CONFIG} is unreadable or corrupt ({err}): export again") from None
     if not isinstance(config, dict) or config.get("format") != FORMAT:
-        raise CheckpointError(
+        raise ExportedFolderError(
             f"{folder / CONFIG} is not a scratchgpt export (a Hugging Face folder?): pass a folder written by "
             f"python -m src.export format=safetensors, or a .ckpt file"
         )
     try:
         state = load_file(str(weights))
     except (SafetensorError, OSError) as err:
-        raise CheckpointError(f"{weights} is truncated or corrupt ({err}): export the model again") from None
+        raise ExportedFolderError(f"{weights} is truncated or corrupt ({err}): export the model again") from None
     hparams = {"model": config.get("model"), "tokenizer": {"vocab": config.get("vocabulary")}}
     hparams |= {key: config[key] for key in ("optimizer", "data") if key in config}
     return {
