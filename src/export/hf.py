@@ -14,9 +14,13 @@ approximated; the differences are bookkeeping:
     logits = H E^T (tied)                  lm_head.weight = E, untied when the scale is folded into wte
     logits = H W_vocab (untied)            lm_head.weight = W_vocab^T
 
+    no MLP (mlp_ratio=0)                   an MLP of one unit with zero weights (adds exactly 0)
+    no norm gain (norm_gain=false)         gains of 1
+
 The character tokenizer becomes a `tokenizers` WordLevel model over single characters, which
 PreTrainedTokenizerFast loads. The seed model (one attention layer, no residual stream, no MLP,
-optionally no W_O) has no GPT-2 equivalent and is refused.
+optionally no W_O) has no GPT-2 equivalent and is refused, as is every option of NOT_IN_GPT2
+(RoPE, RMSNorm, other activations, Q/K norm, a logit cap, value embeddings) and shared K/V heads.
 """
 
 from __future__ import annotations
@@ -37,6 +41,17 @@ class NotExportable(ValueError):
     """A model option GPT-2 cannot express; the message names it."""
 
 
+# Our options GPT-2 has no place for: (option, the value GPT-2 needs, why).
+NOT_IN_GPT2 = (
+    ("positional", ("sinusoidal", "learned"), "GPT-2 adds a table of positions to X; rope rotates Q and K instead"),
+    ("norm", ("layer",), "GPT-2's norms are LayerNorms"),
+    ("activation", ("gelu",), "GPT-2's MLP is one GELU layer"),
+    ("qk_norm", (False,), "GPT-2 does not normalise Q and K"),
+    ("logit_softcap", (None,), "GPT-2's logits are not capped"),
+    ("value_embeddings", (False,), "GPT-2's values read only the residual stream"),
+)
+
+
 def check_gpt2(hparams: dict[str, Any], what: str = "format=hf") -> None:
     """Refuse, naming the option, a model GPT-2's architecture cannot hold."""
     kind = hparams.get("kind", "gpt")
@@ -44,6 +59,19 @@ def check_gpt2(hparams: dict[str, Any], what: str = "format=hf") -> None:
         raise NotExportable(
             f"model={kind} cannot be exported as {what}: GPT-2 has no model with one attention layer "
             f"and no residual stream or MLP; use format=safetensors, or train model=gpt"
+        )
+    for option, allowed, why in NOT_IN_GPT2:
+        value = hparams.get(option, allowed[0])
+        if value not in allowed:
+            raise NotExportable(
+                f"model.{option}={value} cannot be exported as {what} ({why}): use format=safetensors, "
+                f"or train with model.{option}={allowed[0]}"
+            )
+    kv_heads = hparams.get("num_kv_heads")
+    if kv_heads is not None and kv_heads != hparams.get("num_heads"):
+        raise NotExportable(
+            f"model.num_kv_heads={kv_heads} cannot be exported as {what} (GPT-2 gives every head its own K and V): "
+            f"use format=safetensors, or train with model.num_kv_heads=null"
         )
 
 
@@ -56,7 +84,7 @@ def gpt2_config(model: GPT) -> dict[str, Any]:
         "n_embd": cfg.embedding_dim,
         "n_layer": cfg.num_layers,
         "n_head": cfg.num_heads,
-        "n_inner": cfg.mlp_ratio * cfg.embedding_dim,
+        "n_inner": max(cfg.mlp_ratio * cfg.embedding_dim, 1),  # mlp_ratio 0: one zero unit (below)
         "activation_function": "gelu",  # exact erf GELU, as src/model/layers.gelu
         "resid_pdrop": cfg.dropout,
         "embd_pdrop": cfg.dropout,
@@ -83,7 +111,8 @@ def gpt2_state_dict(model: GPT) -> dict[str, Tensor]:
         return b.detach().clone() if b is not None else torch.zeros(n)
 
     def norm(prefix: str, ln: Any) -> dict[str, Tensor]:
-        return {f"{prefix}.weight": ln.gain.detach().clone(), f"{prefix}.bias": bias(ln.bias, d)}
+        gain = ln.gain.detach().clone() if ln.gain is not None else torch.ones(d)  # model.norm_gain=false
+        return {f"{prefix}.weight": gain, f"{prefix}.bias": bias(ln.bias, d)}
 
     embedding = model.embedding
     position = embedding.position
@@ -98,15 +127,23 @@ def gpt2_state_dict(model: GPT) -> dict[str, Tensor]:
         qkv_bias = attn.b_QKV.detach().flatten().clone() if attn.b_QKV is not None else torch.zeros(3 * d)
         state |= {
             **norm(f"{p}.ln_1", block.ln_1),
-            **norm(f"{p}.ln_2", block.ln_2),
             f"{p}.attn.c_attn.weight": torch.cat([attn.W_Q, attn.W_K, attn.W_V], dim=1).detach().clone(),  # (d, 3d)
             f"{p}.attn.c_attn.bias": qkv_bias,
             f"{p}.attn.c_proj.weight": attn.W_O.detach().clone(),
             f"{p}.attn.c_proj.bias": bias(attn.b_O, d),
-            f"{p}.mlp.c_fc.weight": mlp.W_1.detach().clone(),  # (d, hidden)
-            f"{p}.mlp.c_fc.bias": bias(mlp.b_1, mlp.W_1.shape[1]),
-            f"{p}.mlp.c_proj.weight": mlp.W_2.detach().clone(),  # (hidden, d)
-            f"{p}.mlp.c_proj.bias": bias(mlp.b_2, d),
+        }
+        if mlp is None:  # attention-only (mlp_ratio 0): an MLP of one unit whose weights are 0 adds 0
+            ln_2, hidden = {f"{p}.ln_2.weight": torch.ones(d), f"{p}.ln_2.bias": torch.zeros(d)}, 1
+            W_1, W_2, b_1, b_2 = torch.zeros(d, hidden), torch.zeros(hidden, d), None, None
+        else:
+            ln_2, hidden = norm(f"{p}.ln_2", block.ln_2), mlp.W_1.shape[1]
+            W_1, W_2, b_1, b_2 = mlp.W_1.detach().clone(), mlp.W_2.detach().clone(), mlp.b_1, mlp.b_2
+        state |= {
+            **ln_2,
+            f"{p}.mlp.c_fc.weight": W_1,  # (d, hidden)
+            f"{p}.mlp.c_fc.bias": bias(b_1, hidden),
+            f"{p}.mlp.c_proj.weight": W_2,  # (hidden, d)
+            f"{p}.mlp.c_proj.bias": bias(b_2, d),
         }
     if not tied_in_gpt2(model):
         W_vocab = embedding.E.t() if model.W_vocab is None else model.W_vocab  # (d, vocab)

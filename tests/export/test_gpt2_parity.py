@@ -40,7 +40,7 @@ def test_the_network_guard_refuses_a_remote_connection():
         socket.getaddrinfo("huggingface.co", 443)
 
 
-def trained_gpt(positional: str, heads: int, tied: bool, bias: bool = False) -> Trained:
+def trained_gpt(positional: str, heads: int, tied: bool, bias: bool = False, **options: object) -> Trained:
     """A GPT whose weights are all far from their initial values (biases and gains included), in eval mode."""
     torch.manual_seed(heads * 10 + tied)
     cfg = GPTConfig(
@@ -52,6 +52,7 @@ def trained_gpt(positional: str, heads: int, tied: bool, bias: bool = False) -> 
         positional=positional,
         tie_weights=tied,
         bias=bias,
+        **options,
     )
     model = GPT(cfg).eval()
     with torch.no_grad():
@@ -110,6 +111,36 @@ def test_the_character_tokenizer_round_trips_every_character(tmp_path: Path):
     text = "First 日本 🙂\n  done."
     assert tokenizer.decode(tokenizer(text)["input_ids"]) == text
     assert tokenizer(text)["input_ids"] == CharTokenizer(VOCAB).encode(text).tolist()
+
+
+@pytest.mark.parametrize("options", [{"mlp_ratio": 0}, {"norm_gain": False, "bias": True}, {"num_kv_heads": 4}])
+def test_gpt2_holds_an_attention_only_model_and_norms_without_gain(tmp_path: Path, options: dict):
+    """mlp_ratio=0 becomes an MLP of one zero unit, norm_gain=false gains of 1: the logits stay ours."""
+    from transformers import GPT2LMHeadModel
+
+    trained = trained_gpt("sinusoidal", 4, True, **options)
+    write_hf(trained.model, VOCAB, tmp_path)
+    hf = GPT2LMHeadModel.from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        assert torch.allclose(hf(ids()).logits, trained.model(ids())[0], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("positional", "rope"),
+        ("norm", "rms"),
+        ("activation", "swiglu"),
+        ("qk_norm", True),
+        ("logit_softcap", 30.0),
+        ("value_embeddings", True),
+        ("num_kv_heads", 2),
+    ],
+)
+def test_options_gpt2_cannot_hold_are_refused_naming_them(option: str, value: object):
+    GPTConfig(vocab_size=5, embedding_dim=40, num_heads=4, **{option: value})  # a model we can train
+    with pytest.raises(NotExportable, match=f"model.{option}={value} cannot be exported as format=hf"):
+        check_gpt2({"kind": "gpt", "num_heads": 4, option: value})
 
 
 def test_the_seed_model_is_refused_naming_it():
