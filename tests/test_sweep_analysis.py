@@ -141,8 +141,8 @@ def test_repeated_seeds_give_a_mean_and_spread_per_configuration(tmp_path):
         0.0707, abs=1e-4
     )
     text, _, _ = sweep_analysis.summary_text(rows)
-    assert "| embedding_dim=64 | 6,400 | 2.2500 | 0.0707 | 2 | 3, 4 |" in text
-    assert "| embedding_dim=32 | 3,200 | 2.5000 | 0.0400 | 3 | 0, 1, 2 |" in text
+    assert "| embedding_dim=64 | 6,400 | 2.2500 | 0.0707 | - - - - | - | - | 2 | 3, 4 |" in text
+    assert "| embedding_dim=32 | 3,200 | 2.5000 | 0.0400 | - - - - | - | - | 3 | 0, 1, 2 |" in text
     save_png(sweep_figure(rows, ["model.embedding_dim", "seed"]), str(tmp_path / "summary.png"))
     assert sweep_analysis.seed_groups(rows[:1] + rows[3:4]) is None  # no configuration repeats: no seed table
 
@@ -214,3 +214,34 @@ def test_the_sweep_plot_ticks_are_the_swept_values_and_seeds_do_not_share_a_spot
     for ax in (swept, size):
         spots = [t.xy for t in ax.texts]  # each job's label sits at its own point
         assert len(spots) == len(rows) and len(set(spots)) == len(rows)
+
+
+def heads_of(seed: int, induction_heads: int) -> dict:
+    """result.json's "heads" as src/training/heads.py writes it."""
+    return {
+        "previous_token_heads": 1,
+        "duplicate_token_heads": 0,
+        "induction_heads": induction_heads,
+        "first_token_heads": seed,
+        "best_induction": 0.3 + 0.1 * induction_heads + 0.02 * seed,
+        "in_context": -0.2 * induction_heads,
+        "in_context_text": -0.1,
+    }
+
+
+def test_the_summary_counts_each_kind_of_head_and_seeds_average_them(tmp_path):
+    rows = [
+        {**job(i, 2.0 + 0.01 * s, h * 100, f"model.num_heads={h}", f"seed={s}"), "heads": heads_of(s, h // 2)}
+        for i, (h, s) in enumerate([(2, 1), (2, 2), (4, 1), (4, 2)])
+    ]
+    rows.append({**job(4, 2.5, 800, "model.num_heads=8", "seed=1"), "heads": None})  # scores switched off
+    table = sweep_analysis.format_table(rows)
+    assert "| heads of each kind | best induction | in-context |" in table
+    assert "| prev 1 dup 0 ind 2 first 1 | 0.52 | -0.400 |" in table  # job 2: 4 heads, seed 1
+    assert "| - | - | - |" in table  # job 4: no scores
+    text, _, _ = sweep_analysis.summary_text(rows)
+    assert "| 1.0 0.0 2.0 1.5 | 0.53 | -0.400 | 2 | 2, 3 |" in text  # num_heads=4: means over seeds 1, 2
+    assert "| 1.0 0.0 1.0 1.5 | 0.43 | -0.200 | 2 | 0, 1 |" in text
+    figure = sweep_figure(rows, ["model.num_heads", "seed"])
+    assert len(figure.axes) >= 3 * 2  # loss, heads of each kind, scores: for num_heads and parameters
+    save_png(figure, str(tmp_path / "summary.png"))

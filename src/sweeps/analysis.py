@@ -1,4 +1,5 @@
-"""After a sweep: each job's best val loss, the seeds' mean and spread, a power law over model size, tables.
+"""After a sweep: each job's best val loss and what its heads became (heads of each kind, best induction
+and in-context scores), the seeds' means and spread, a power law over model size, tables.
 
 Numbers and text only, read from the jobs' result.json rows (src/sweeps/summary.py reads them and
 calls summary_text when the multirun ends); src/sweeps/figure.py draws the same rows as summary.png.
@@ -19,6 +20,24 @@ def finite_loss(row: dict[str, Any]) -> float | None:
     return float(loss) if ok else None
 
 
+# What each head became, from result.json's "heads" (src/training/heads.py); a head's kind and the
+# threshold that makes it one are defined once, in src/model/head_scores.py (KINDS, THRESHOLD).
+HEAD_KINDS = (("previous_token", "prev"), ("duplicate_token", "dup"), ("induction", "ind"), ("first_token", "first"))
+
+
+def head_value(row: dict[str, Any], key: str) -> float | None:
+    """One number of a finished job's head scores (e.g. "induction_heads", "best_induction"), or None."""
+    heads = row.get("heads") if finite_loss(row) is not None else None
+    value = heads.get(key) if isinstance(heads, dict) else None
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def head_counts(row: dict[str, Any]) -> str:
+    """ "prev 2 dup 0 ind 1 first 0": how many heads of each kind the job's model has."""
+    counts = [(short, head_value(row, f"{kind}_heads")) for kind, short in HEAD_KINDS]
+    return " ".join(f"{short} {n:.0f}" for short, n in counts if n is not None) or "-"
+
+
 def configuration(row: dict[str, Any]) -> tuple[str, ...]:
     """A job's overrides without its seed: the jobs that differ only by seed share it."""
     return tuple(o for o in row.get("overrides", []) if o.split("=", 1)[0].lstrip("+~") != "seed")
@@ -37,6 +56,12 @@ class Group:
     jobs: list[int]
     losses: list[float]
     parameters: int | None
+    rows: list[dict[str, Any]]
+
+    def head_mean(self, key: str) -> float | None:
+        """A head score's mean over the seeds that have it (see head_value), as the loss's mean."""
+        values = [v for row in self.rows if (v := head_value(row, key)) is not None]
+        return statistics.fmean(values) if values else None
 
     @property
     def mean(self) -> float:
@@ -54,9 +79,11 @@ def seed_groups(rows: list[dict[str, Any]]) -> list[Group] | None:
         loss = finite_loss(row)
         if loss is None:
             continue
-        group = groups.setdefault(configuration(row), Group(configuration_label(row), [], [], row.get("parameters")))
+        new = Group(configuration_label(row), [], [], row.get("parameters"), [])
+        group = groups.setdefault(configuration(row), new)
         group.jobs.append(row["job"])
         group.losses.append(loss)
+        group.rows.append(row)
     if all(len(g.losses) == 1 for g in groups.values()):
         return None
     return list(groups.values())
@@ -188,7 +215,8 @@ def number(value: Any, fmt: str) -> str:
 
 
 def format_table(rows: list[dict[str, Any]], residuals: dict[int, float] | None = None) -> str:
-    columns = ["job", "overrides", "parameters", "best val loss", "bpc", "tokens/s (run)", "wall", "status"]
+    columns = ["job", "overrides", "parameters", "best val loss", "bpc", "heads of each kind", "best induction"]
+    columns += ["in-context", "tokens/s (run)", "wall", "status"]
     if residuals:
         columns.insert(4, "fit residual")
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
@@ -204,6 +232,9 @@ def format_table(rows: list[dict[str, Any]], residuals: dict[int, float] | None 
             number(row.get("parameters"), ","),
             number(row.get("best_val_loss"), ".4f"),
             number(row.get("best_val_bpc"), ".3f"),
+            head_counts(row),
+            number(head_value(row, "best_induction"), ".2f"),
+            number(head_value(row, "in_context"), "+.3f"),
             number(row.get("tokens_per_sec"), ",.0f"),
             number(row.get("wall_seconds"), ".0f") + "s",
             status,
@@ -216,11 +247,18 @@ def format_table(rows: list[dict[str, Any]], residuals: dict[int, float] | None 
 
 def format_groups(groups: list[Group]) -> str:
     """Per configuration: mean best val loss, its seed-to-seed spread and the number of seeds."""
-    lines = ["| configuration | parameters | mean best val loss | std | n | jobs |", "|" + "---|" * 6]
+    kinds = " ".join(short for _, short in HEAD_KINDS)
+    lines = [
+        f"| configuration | parameters | mean best val loss | std | mean heads ({kinds}) | mean best induction "
+        "| mean in-context | n | jobs |",
+        "|" + "---|" * 9,
+    ]
     for g in sorted(groups, key=lambda g: g.mean):
+        counts = " ".join(number(g.head_mean(f"{kind}_heads"), ".1f") for kind, _ in HEAD_KINDS)
         lines.append(
-            f"| {g.label} | {number(g.parameters, ',')} | {g.mean:.4f} | {number(g.std, '.4f')} | {len(g.losses)} "
-            f"| {', '.join(map(str, g.jobs))} |"
+            f"| {g.label} | {number(g.parameters, ',')} | {g.mean:.4f} | {number(g.std, '.4f')} | {counts} "
+            f"| {number(g.head_mean('best_induction'), '.2f')} | {number(g.head_mean('in_context'), '+.3f')} "
+            f"| {len(g.losses)} | {', '.join(map(str, g.jobs))} |"
         )
     return "\n".join(lines)
 

@@ -9,8 +9,8 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from src.plots import DPI, plt  # pyplot as src.plots set it up: the Agg backend, never a window
-from src.sweeps.analysis import PowerLaw, finite_loss, seed_groups
+from src.plots import DPI, KIND_COLOURS, plt  # pyplot as src.plots set it up: the Agg backend, never a window
+from src.sweeps.analysis import HEAD_KINDS, PowerLaw, finite_loss, head_value, seed_groups
 
 
 def _value(text: str) -> int | float | str:
@@ -91,7 +91,13 @@ def sweep_figure(
     groups = seed_groups(rows)
     by_job = {row["job"]: row for row, _ in done}
     panels = [key for key in swept if key != "seed"] + ["parameters"] + (["residual"] if fit and residuals else [])
-    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6), dpi=DPI, squeeze=False)
+    heads = any(head_value(row, "best_induction") is not None for row, _ in done)
+    fig, axes = plt.subplots(
+        3 if heads else 1, len(panels), figsize=(4 * len(panels), 3.6 * (3 if heads else 1)), dpi=DPI, squeeze=False
+    )
+    if heads:
+        for column, key in enumerate(panels):
+            _head_panels(axes[1][column], axes[2][column], done, groups, key)
     for ax, key in zip(axes[0], panels, strict=True):
         ax.grid(alpha=0.3)
         if key == "residual":
@@ -150,3 +156,46 @@ def sweep_figure(
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def _head_panels(counts_ax: Axes, scores_ax: Axes, done: list, groups: list | None, key: str) -> None:
+    """Below the loss: heads of each kind per job, and its best induction and in-context scores
+    (seed groups: their mean as a bar), against the same swept value."""
+    if key == "residual":
+        counts_ax.axis("off")
+        scores_ax.axis("off")
+        return
+    points = [(x, row) for row, _ in done if (x := _swept_value(row, key)) is not None]
+    if not points:
+        return
+    values = [x for x, _ in points]
+    axis = XAxis(values, key == "parameters" and all(isinstance(x, int | float) and x > 0 for x in values))
+    placed = _dodged([(x, 0, row["job"]) for x, row in points], axis)
+    for k, (kind, short) in enumerate(HEAD_KINDS):
+        offset = (k - 1.5) * 0.06 * axis.step
+        xs = [x + offset for (x, _), (_, row) in zip(placed, points, strict=True)]
+        ys = [head_value(row, f"{kind}_heads") for _, row in points]
+        shown = [(x, y) for x, y in zip(xs, ys, strict=True) if y is not None]
+        if shown:
+            counts_ax.scatter(*zip(*shown, strict=True), s=18, color=KIND_COLOURS[kind], label=short)
+    axis.dress(counts_ax, key)
+    counts_ax.set_ylabel("heads of each kind", fontsize=8)
+    counts_ax.grid(alpha=0.3)
+    counts_ax.legend(fontsize=7, ncol=4)
+    in_context_ax = scores_ax.twinx()
+    for (x, _), (_, row) in zip(placed, points, strict=True):
+        induction, in_context = head_value(row, "best_induction"), head_value(row, "in_context")
+        if induction is not None:
+            scores_ax.scatter(x, induction, s=18, color=KIND_COLOURS["induction"])
+        if in_context is not None:
+            in_context_ax.scatter(x, in_context, s=18, marker="x", color="tab:grey")
+    for g in groups or []:  # each configuration's mean over its seeds
+        xs = {_swept_value(row, key) for row in g.rows}
+        mean = g.head_mean("best_induction")
+        if len(xs) == 1 and None not in xs and mean is not None:
+            scores_ax.plot(axis(xs.pop()), mean, "_", color=KIND_COLOURS["induction"], markersize=14)
+    axis.dress(scores_ax, key)
+    scores_ax.set_ylim(0, 1)
+    scores_ax.set_ylabel("best induction score (dots)", fontsize=8, color=KIND_COLOURS["induction"])
+    in_context_ax.set_ylabel("in-context score, nats (x)", fontsize=8, color="tab:grey")
+    scores_ax.grid(alpha=0.3)
