@@ -13,6 +13,7 @@ import sys
 from omegaconf import DictConfig
 
 from src.cli import command, pick_device
+from src.data.tokenizer import PrintableStream, printable
 from src.model.sampling import check_sampling_args, sample_generators, stream
 from src.rules import sample_fits
 from src.training.checkpoint import describe, find_checkpoint, load_trained
@@ -37,10 +38,9 @@ def run(cfg: DictConfig) -> list[str]:
     prompt_ids = trained.tokenizer.encode(prompt, "prompt").to(device)  # refuses unknown characters before printing
     print("\n".join(describe(path, trained, chosen=cfg.ckpt_path is None)), file=sys.stderr)
 
-    vocab, out = trained.tokenizer.vocab, sys.stdout
+    vocab, out = trained.tokenizer.vocab, PrintableStream(sys.stdout)  # a text's control characters escaped
     new_ids: list[list[int]] = []  # per step, the ids of every sample
     out.write(prompt)
-    out.flush()
     tokens = stream(
         trained.model,
         prompt_ids.expand(cfg.num_samples, -1),  # (num_samples, T): one batch
@@ -55,16 +55,17 @@ def run(cfg: DictConfig) -> list[str]:
         for ids in tokens:
             new_ids.append(ids.tolist())
             out.write(vocab[new_ids[-1][0]])  # the first sample, as it is drawn
-            out.flush()
     except KeyboardInterrupt:
         out.write("\n")
+        out.close()
         sys.exit(130)
     texts = [prompt + "".join(vocab[step[i]] for step in new_ids) for i in range(cfg.num_samples)]
     out.write("\n")
+    out.close()
     if cfg.num_samples > 1:
         print(SEPARATOR)
         for text in texts[1:]:
-            print(text)
+            print(printable(text))
             print(SEPARATOR)
     return texts
 

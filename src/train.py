@@ -40,6 +40,7 @@ from omegaconf import DictConfig, OmegaConf
 from src import preflight, sweeps
 from src.cli import command, fail
 from src.data.datamodule import ShakespeareDataModule
+from src.data.tokenizer import printable
 from src.model.language_model import count_parameters
 from src.preflight import build_callbacks
 from src.rules import ConfigError
@@ -260,7 +261,7 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_pa
             s.top_p,
             seed=cfg.seed,
         )
-        log.info("sample:\n" + text)
+        log.info("sample:\n" + printable(text))  # the text's control characters escaped, not sent to the terminal
     if cfg.explorer and best_path:
         from src.explorer.page import write_explorer
         from src.explorer.payload import split_excerpt

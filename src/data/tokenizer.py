@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TextIO
 
 import torch
 from torch import Tensor
@@ -13,6 +14,37 @@ def show_characters(chars: list[str], limit: int = 5) -> str:
     """`'a', 'b' and 3 more`: characters named in an error message."""
     shown = ", ".join(repr(ch) for ch in chars[:limit])
     return shown + (f" and {len(chars) - limit} more" if len(chars) > limit else "")
+
+
+# Control characters a terminal acts on rather than shows (ESC starts the sequences that change its
+# title and colours, BEL, DEL, C1's CSI) and a carriage return not ending a line: shown escaped.
+CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")
+
+
+def printable(text: str) -> str:
+    """`text` as a terminal or TensorBoard's Markdown may show it: every control character but a new
+    line and a tab as its escape (`\\x1b`, `\\r`), so a text's ESC sequences cannot change the terminal and
+    a lone carriage return cannot end a line of a Markdown code block; `\\r\\n` stays a line end."""
+    return CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+class PrintableStream:
+    """Writes text as printable() shows it, a piece at a time as a sampler draws it: a trailing carriage
+    return waits for the next piece, which says whether it ends a line (\\r\\n) or stands alone."""
+
+    def __init__(self, out: TextIO):
+        self.out, self.pending = out, ""
+
+    def write(self, text: str) -> None:
+        text = self.pending + text
+        self.pending = "\r" if text.endswith("\r") else ""
+        self.out.write(printable(text[: len(text) - len(self.pending)]))
+        self.out.flush()
+
+    def close(self) -> None:
+        self.out.write(printable(self.pending))
+        self.pending = ""
+        self.out.flush()
 
 
 class CharTokenizer:

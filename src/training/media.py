@@ -6,6 +6,7 @@ import lightning as L
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 
+from src.data.tokenizer import printable
 from src.rules import sample_fits, sampling
 from src.training.tensorboard import ATTENTION_TAG
 
@@ -37,8 +38,10 @@ class SampleText(L.Callback):
         text = sample_text(
             pl_module.model, pl_module.tokenizer, self.prompt, self.max_new_tokens, self.temperature, seed=self.seed
         )
-        # Indented four spaces: TensorBoard renders it as preformatted text, line breaks kept.
-        writer.add_text("samples", "    " + text.replace("\n", "\n    "), global_step=trainer.global_step)
+        # Indented four spaces: TensorBoard renders it as preformatted text, line breaks kept; a lone \r
+        # (a line break to Markdown, which would end the block) and other controls shown escaped.
+        shown = printable(text).replace("\n", "\n    ")
+        writer.add_text("samples", "    " + shown, global_step=trainer.global_step)
 
 
 class AttentionMaps(L.Callback):

@@ -1,0 +1,69 @@
+"""What a text holds reaches the terminal and TensorBoard as text: its control characters escaped.
+
+Issue 37 item 18: a text's ESC sequences were written raw to the terminal by the closing sample
+and by generate (the terminal's title and colours changed), and a lone \\r in a TensorBoard sample
+ended its Markdown code block, so the rest rendered as Markdown (a remote <img> included).
+"""
+
+import io
+import logging
+import unicodedata
+
+from hypothesis import given
+from hypothesis import strategies as st
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.util import tensor_util
+
+from src.data.tokenizer import PrintableStream, printable
+from tests.helpers import train_in_process
+
+# A text whose lines set the terminal's title, ring its bell, and hide a Markdown image after a lone \r.
+HOSTILE = "日本 ok \x1b]0;pwned\x07 fine\r![x](http://example.com/x.png) \x1b[31mred\x1b[0m\r\nnext line\n" * 80
+
+
+def shown_safely(text: str) -> bool:
+    """No control character but a new line, a tab and the \\r of a \\r\\n."""
+    return all(
+        unicodedata.category(ch) != "Cc" or ch in "\n\t" or (ch == "\r" and text[i + 1 : i + 2] == "\n")
+        for i, ch in enumerate(text)
+    )
+
+
+@given(st.lists(st.text(), max_size=8))
+def test_printable_text_keeps_every_visible_character_and_escapes_the_controls(pieces):
+    text = "".join(pieces)
+    assert shown_safely(printable(text))
+    if shown_safely(text):
+        assert printable(text) == text
+    out = io.StringIO()
+    stream = PrintableStream(out)  # as generate writes: a piece at a time
+    for piece in pieces:
+        stream.write(piece)
+    stream.close()
+    assert out.getvalue() == printable(text)
+
+
+def test_the_closing_sample_and_tensorboards_samples_escape_a_texts_control_characters(tmp_path, caplog):
+    source = tmp_path / "hostile.txt"
+    source.write_text(HOSTILE, encoding="utf-8", newline="")
+    run = tmp_path / "run"
+    caplog.set_level(logging.INFO, logger="src.train")
+    train_in_process(
+        run,
+        f"data.path={source}",
+        "trainer.max_steps=30",
+        "trainer.val_check_interval=30",
+        "optimizer.lr=3e-2",
+        "sample.max_new_tokens=200",
+        "sample.temperature=0",
+        "callbacks.attention_maps=null",
+        "callbacks.sample_text.max_new_tokens=200",
+        "explorer=false",
+    )
+    sample = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("sample:"))
+    assert "\x1b" not in sample and "\\x1b" in sample and shown_safely(sample)
+    events = EventAccumulator(str(run / "tensorboard"), size_guidance={"tensors": 0})
+    events.Reload()
+    for event in events.Tensors("samples/text_summary"):
+        text = tensor_util.make_ndarray(event.tensor_proto).item().decode()
+        assert shown_safely(text) and all(line.startswith("    ") for line in text.replace("\r\n", "\n").split("\n"))
