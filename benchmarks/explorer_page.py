@@ -26,10 +26,10 @@ import torch
 from omegaconf import OmegaConf
 
 from benchmarks.browser import chromium, open_page
-from src.cli import compose
 from src.data.tokenizer import CharTokenizer
 from src.explorer.page import write_explorer
 from src.model import build_model
+from src.run.cli import compose
 from src.training.checkpoint import find_checkpoint, load_trained
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -24,21 +24,23 @@ ROOT = Path(__file__).resolve().parent.parent
 # two modules of one layer that are not in one package may not import each other either.
 LAYERS: list[tuple[str, ...]] = [
     ("src.model",),  # the math: attention, layers, GPT and SeedGPT, sampling, their limits (torch only)
-    ("src.rules",),  # every other rule a value must follow, written once (no Lightning or Hydra)
+    ("src.run.rules",),  # every other rule a value must follow, written once (no Lightning or Hydra)
     ("src.data",),  # the text: corpus, tokenizer, token cache, windows, DataModule
     ("src.sweeps.analysis",),  # after a sweep: seed groups, the fit, the tables (numbers only)
     ("src.plots",),  # figures of attention: TensorBoard's maps, plot_attention's PNG
     ("src.sweeps.figure",),  # a sweep's summary.png, drawn from the analysis' numbers
     ("src.training",),  # the Lightning pieces: LitGPT, callbacks, checkpoints, optimizer
     ("src.explorer",),  # the explorer page: a checkpoint's model running in one HTML file
-    ("src.sweeps",),  # what every run and sweep job needs from Hydra: result.json, run name, run folder
+    ("src.run.record", "src.run.rundir"),  # a run's result.json and exit status; its folder, ranks and lock
     ("src.sweeps.resources",),  # a parallel sweep's jobs sharing the machine: threads, GPU slots
     ("src.sweeps.summary",),  # a multirun's main process: its start, its stop, its summary
-    ("src.sweeps.job", "src.sweeps.callback"),  # one sweep job; the Hydra callback every run instantiates
+    ("src.sweeps.job", "src.sweeps.callback", "src.sweeps.checks"),  # a job; the Hydra callback; the points
     ("src.sweeps.launcher",),  # hydra/launcher=parallel: the pool of workers, signals passed on
-    ("src.config",),  # the schemas and the value checks
-    ("src.resume",),  # what a resumed run checks of its checkpoint
-    ("src.preflight", "src.cli"),  # the checks before a run; what every command shares
+    ("src.sweeps",),  # the package's docstring: nothing to import
+    ("src.run.config",),  # the schemas and the value checks
+    ("src.run.resume",),  # what a resumed run checks of its checkpoint
+    ("src.run.preflight", "src.run.cli"),  # the checks before a run; what every command shares
+    ("src.run",),  # the harness' docstring: nothing to import
     ("src.train", "src.evaluate", "src.generate", "src.plot_attention", "src.explore", "src.export"),  # the commands
     ("benchmarks",),
     ("src", "tests"),  # unknown modules sit on top, so that they are seen

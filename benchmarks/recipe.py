@@ -8,9 +8,9 @@ import tempfile
 import lightning as L
 from omegaconf import DictConfig
 
-from src import preflight
-from src.cli import compose
 from src.data.datamodule import ShakespeareDataModule
+from src.run import preflight
+from src.run.cli import compose
 from src.train import build
 from src.training.lit_gpt import LitGPT
 

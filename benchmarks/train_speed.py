@@ -202,8 +202,8 @@ def speedrun(args: argparse.Namespace, workdir: Path, nanogpt_wall: float | None
 def _default_model(**overrides):
     from omegaconf import OmegaConf
 
-    from src.cli import compose
     from src.model import build_model
+    from src.run.cli import compose
 
     config = OmegaConf.to_container(compose("train", []).model, resolve=True) | overrides
     torch.manual_seed(0)
@@ -234,7 +234,7 @@ def _checkpoint_of(model, workdir: Path) -> Path:
     """A checkpoint of `model` in the format `python -m src.train` writes (untrained weights: timing only)."""
     from omegaconf import OmegaConf
 
-    from src.cli import compose
+    from src.run.cli import compose
 
     vocab = "".join(chr(c) for c in range(32, 32 + 64)) + "\n"
     hparams = {"model": OmegaConf.to_container(compose("train", []).model, resolve=True), "tokenizer": {"vocab": vocab}}

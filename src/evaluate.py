@@ -17,10 +17,10 @@ import lightning as L
 import torch
 from omegaconf import DictConfig
 
-from src import rules
-from src.cli import command, pick_device
-from src.config import check_evaluate
 from src.data.datamodule import ShakespeareDataModule
+from src.run import rules
+from src.run.cli import command, pick_device
+from src.run.config import check_evaluate
 from src.training.checkpoint import Trained, describe, find_checkpoint
 from src.training.lit_gpt import LitGPT
 

@@ -12,10 +12,10 @@ import sys
 
 from omegaconf import DictConfig
 
-from src.cli import command, pick_device
 from src.data.tokenizer import PrintableStream, printable
 from src.model.sampling import check_sampling_args, sample_generators, stream
-from src.rules import sample_fits
+from src.run.cli import command, pick_device
+from src.run.rules import sample_fits
 from src.training.checkpoint import describe, find_checkpoint, load_trained
 
 SEPARATOR = "-" * 15

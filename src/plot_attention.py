@@ -12,8 +12,8 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
-from src.cli import command
 from src.plots import attention_figure, save_png
+from src.run.cli import command
 from src.training.checkpoint import describe, find_checkpoint, load_trained, run_dir_of
 
 

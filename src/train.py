@@ -37,13 +37,13 @@ from hydra.utils import instantiate
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from src import preflight, sweeps
-from src.cli import command, fail
 from src.data.datamodule import ShakespeareDataModule
 from src.data.tokenizer import printable
 from src.model.language_model import count_parameters
-from src.preflight import build_callbacks
-from src.rules import ConfigError
+from src.run import preflight, record, rundir
+from src.run.cli import command, fail
+from src.run.preflight import build_callbacks
+from src.run.rules import ConfigError
 from src.training.callbacks import GracefulInterrupt, TokensPerSecond, TrainingInterrupted
 from src.training.checkpoint_io import CheckpointWriteError
 from src.training.heads import TrackHeads
@@ -108,13 +108,13 @@ def build(cfg: DictConfig, plan: preflight.Plan, module_class: type[LitGPT] = Li
         optimizer=OmegaConf.to_container(cfg.optimizer, resolve=True),
         data={**{k: cfg.data[k] for k in ("path", "val_fraction", "test_fraction")}, "sha256": plan.corpus.sha256},
     )
-    varied = sweeps.varied_keys()
-    trial = trial_name(cfg.paths.output_dir, sweeps.in_multirun())
+    varied = record.varied_keys()
+    trial = trial_name(cfg.paths.output_dir, record.in_multirun())
     hparams = LogHyperparams(tensorboard_hparams(cfg, count_parameters(lit.model), varied), varied, trial)
     shown = show_progress_bar(cfg.progress_bar)
     callbacks = [*build_callbacks(cfg, plan.prompts, shown), GracefulInterrupt(), hparams]
     # Sweep jobs are named by their overrides; ~logger: none (Lightning would otherwise add its own).
-    logger = instantiate(cfg.logger, version=sweeps.run_name()) if cfg.logger is not None else False
+    logger = instantiate(cfg.logger, version=record.run_name()) if cfg.logger is not None else False
     trainer = preflight.build_trainer(cfg, callbacks, logger, shown)
     if cfg.compile:
         lit.model.compile()  # in place: checkpoints keep the plain parameter names
@@ -127,7 +127,7 @@ def train(cfg: DictConfig) -> float:
     plan = checked.pop(OmegaConf.to_yaml(cfg), None)
     if plan is None:  # a sweep job (the command line checked only its point), or a run started from Python
         plan = preflight.plan(cfg)
-        where = "hydra.sweep.dir" if sweeps.in_multirun() else "hydra.run.dir"
+        where = "hydra.sweep.dir" if record.in_multirun() else "hydra.run.dir"
         preflight.check_free_space(cfg, plan.tokenizer.vocab_size, cfg.paths.output_dir, where)
     datamodule, lit, trainer = build(cfg, plan)
     interrupt = next(c for c in trainer.callbacks if isinstance(c, GracefulInterrupt))
@@ -142,7 +142,7 @@ def train(cfg: DictConfig) -> float:
         if plan.resume is not None:
             log.info(f"resuming from {plan.resume}")
 
-    with preflight.hold_run_dir(run_dir) if trainer.is_global_zero else nullcontext():
+    with rundir.hold_run_dir(run_dir) if trainer.is_global_zero else nullcontext():
         try:
             trainer.fit(lit, datamodule=datamodule, ckpt_path=str(plan.resume) if plan.resume else None)
             if interrupt.received:  # during or after the last step: last.ckpt holds it, the run is done
@@ -152,7 +152,7 @@ def train(cfg: DictConfig) -> float:
                 )
             return report(cfg, plan, trainer, lit, num_parameters, time.time() - started)
         except TrainingInterrupted as stop:
-            if sweeps.in_multirun():
+            if record.in_multirun():
                 raise  # the sweep stops, and says so once (sweeps.job.run_job)
             status = exit_status(stop.signal_name)
             if stop.step >= trainer.max_steps:
@@ -213,7 +213,7 @@ def write_result(cfg: DictConfig, trainer: Any, lit: Any, num_parameters: int, w
     best = validated_loss(lit)
     speed = next((c.overall for c in trainer.callbacks if isinstance(c, TokensPerSecond)), None)
     heads = next((c.summary() for c in trainer.callbacks if isinstance(c, TrackHeads)), None)
-    sweeps.write_result(
+    record.write_result(
         cfg.paths.output_dir,
         {
             "status": "ok" if best is not None else "not validated",
@@ -274,7 +274,7 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_pa
         )
         log.info(f"see inside it: open {page.resolve().as_uri()}")
     # A sweep says it once, for all its jobs (SweepSummary); fast_dev_run and logger=null write no events.
-    if not sweeps.in_multirun() and any(isinstance(logger, TensorBoard) for logger in trainer.loggers):
+    if not record.in_multirun() and any(isinstance(logger, TensorBoard) for logger in trainer.loggers):
         log.info(f"watch it: {watch_command(cfg.paths.log_dir)}")
     return best
 
@@ -349,30 +349,37 @@ def check_before_hydra(cfg: DictConfig, argv: list[str]) -> None:
             "(data.path, ckpt_path) no longer point where you typed them: leave it false"
         )
     run_dirs = [typed_value(a) for a in argv if a.startswith("hydra.run.dir=")]
-    sweeps.check_launched_run(bool(run_dirs))
+    rundir.check_launched_run(bool(run_dirs))
     preflight.check_writable(run_dirs[-1] if run_dirs else cfg.paths.log_dir)
     if run_dirs and rank_zero_only.rank == 0:  # DDP's other ranks join the run that rank 0 holds
-        preflight.check_not_in_use(run_dirs[-1])
+        rundir.check_not_in_use(run_dirs[-1])
     plan = checked[OmegaConf.to_yaml(cfg)] = preflight.plan(cfg)
     if run_dirs:
         preflight.check_free_space(cfg, plan.tokenizer.vocab_size, run_dirs[-1], "hydra.run.dir")
     else:  # Hydra names the run's folder under paths.log_dir when it starts
         preflight.check_free_space(cfg, plan.tokenizer.vocab_size, cfg.paths.log_dir, "paths.log_dir")
     if run_dirs and rank_zero_only.rank == 0:
-        preflight.take_run_dir(run_dirs[-1])
+        rundir.take_run_dir(run_dirs[-1])
 
 
 def task(cfg: DictConfig) -> float | None:
-    if sweeps.in_multirun():
+    if record.in_multirun():
         from src.sweeps.job import run_job  # a sweep's job: skipped, resumed or contained as a sweep needs
 
         return run_job(cfg, train)
     return train(cfg)
 
 
+def check_sweep_job(cfg: DictConfig, point: list[str]) -> None:
+    """One point of a multirun, checked before the sweep starts (src/sweeps/checks.py, loaded only then)."""
+    from src.sweeps.checks import check_sweep_job
+
+    check_sweep_job(cfg, point)
+
+
 def main() -> Any:
     sys.argv[1:] = continue_run(sys.argv[1:])  # Hydra reads the command line from sys.argv
-    return command("train", task, check=check_before_hydra, check_sweep=sweeps.check_sweep_job)
+    return command("train", task, check=check_before_hydra, check_sweep=check_sweep_job)
 
 
 def exit_without_teardown() -> None:

@@ -7,8 +7,8 @@ from hydra import initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf, open_dict
 
-from src.cli import CONFIG_DIR
-from src.config import register
+from src.run.cli import CONFIG_DIR
+from src.run.config import register
 from tests.helpers import ROOT, run_cli, tiny_training
 
 
@@ -31,7 +31,7 @@ def trained(tmp_path_factory) -> tuple[Path, str]:
 def sweep_job(tmp_path, monkeypatch):
     """Compose the train config as job `num` of a multirun (in tmp_path/num), Hydra's current config."""
     threads = torch.get_num_threads()
-    monkeypatch.setenv("PROJECT_ROOT", str(ROOT))  # as the commands set it (src/cli.py), whatever ran before
+    monkeypatch.setenv("PROJECT_ROOT", str(ROOT))  # as the commands set it (src/run/cli.py), whatever ran before
 
     def make(*overrides: str, num: int = 0, sweep_overrides: list[str] | None = None):
         register("train")  # the schemas the YAML files name

@@ -14,9 +14,9 @@ from lightning.pytorch import Callback
 from omegaconf import DictConfig
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from src.cli import compose
 from src.data.corpus import TINY_SHAKESPEARE_SHA256, sha256_of
 from src.model import GPT, GPTConfig, SeedGPT, SeedGPTConfig
+from src.run.cli import compose
 
 ROOT = Path(__file__).resolve().parent.parent
 # Where the workplace keeps its shared copy of Tiny Shakespeare (set-up seeds data/ from it).

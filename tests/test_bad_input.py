@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from src import preflight
-from src.cli import compose, fail
+from src.run import preflight
+from src.run.cli import compose, fail
 from src.train import continue_run
 from src.train import main as train_main
 from tests.helpers import compose_training, run_cli, shakespeare_file, tiny_training

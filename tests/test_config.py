@@ -7,9 +7,9 @@ from hydra.errors import HydraException
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from src.cli import CONFIG_DIR, compose, composer, point_composer
 from src.data.datamodule import ShakespeareDataModule
 from src.model import build_model
+from src.run.cli import CONFIG_DIR, compose, composer, point_composer
 
 
 def options(group: str) -> list[str]:

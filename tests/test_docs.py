@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from src.cli import options
+from src.run.cli import options
 from tests.helpers import ROOT
 
 PAGES = [

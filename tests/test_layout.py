@@ -3,8 +3,8 @@
 import pytest
 
 from benchmarks.layout import LAYERS, circles, import_graph, loaded_at_fit_start, place, upward
-from src.cli import compose
-from src.preflight import open_text
+from src.run.cli import compose
+from src.run.preflight import open_text
 
 
 def test_no_import_circles():
@@ -38,6 +38,6 @@ def test_a_run_from_scratch_loads_what_it_trains_with_and_not_what_it_uses_after
     assert "src/sweeps/analysis.py" not in loaded
     elsewhere = {
         *("src/sweeps/job.py", "src/sweeps/resources.py", "src/sweeps/summary.py", "src/sweeps/launcher.py"),
-        *("src/resume.py", "src/data/token_encode.py"),
+        *("src/run/resume.py", "src/data/token_encode.py"),
     }
     assert not elsewhere & set(loaded), elsewhere & set(loaded)

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from src.cli import compose
 from src.data.windows import EpochWindowBatches, shuffled
 from src.model import SeedGPT, SeedGPTConfig
 from src.model.attention import causal_mask
+from src.run.cli import compose
 
 VOCAB = 11
 

@@ -24,10 +24,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from omegaconf import DictConfig, OmegaConf
 
-from src import preflight
-from src.cli import compose, dotted_keys, explain
-from src.config import ConfigError
-from src.rules import one_line
+from src.run import preflight, rundir
+from src.run.cli import compose, dotted_keys, explain
+from src.run.config import ConfigError
+from src.run.rules import one_line
 from src.training.checkpoint import read_checkpoint
 from src.training.checkpoint_io import remove_leftovers
 from src.training.lit_gpt import NonFiniteLossError
@@ -212,7 +212,7 @@ def test_lightning_trainer_arguments_are_config_keys():
         "train", ["trainer.max_time=00:00:00:10", "trainer.limit_val_batches=0", "trainer.detect_anomaly=true"]
     )
     assert (cfg.trainer.max_time, cfg.trainer.limit_val_batches, cfg.trainer.detect_anomaly) == ("00:00:00:10", 0, True)
-    from src.config import TRAINER_SET_BY_TRAIN
+    from src.run.config import TRAINER_SET_BY_TRAIN
 
     arguments = set(inspect.signature(L.Trainer.__init__).parameters) - {"self", *TRAINER_SET_BY_TRAIN}
     assert arguments <= set(cfg.trainer)  # fails loudly when Lightning adds an argument we do not expose
@@ -383,13 +383,13 @@ def test_ctrl_c_while_the_libraries_load_is_one_line(tmp_path):
 
 def test_a_second_run_in_a_held_run_directory_is_refused(tmp_path):
     run = tmp_path / "run"
-    with preflight.hold_run_dir(run):
+    with rundir.hold_run_dir(run):
         with pytest.raises(ConfigError, match="another training is running in"):
-            preflight.check_not_in_use(run)
+            rundir.check_not_in_use(run)
         with pytest.raises(ConfigError, match="another training is running in"):
-            with preflight.hold_run_dir(run):
+            with rundir.hold_run_dir(run):
                 pass
-    preflight.check_not_in_use(run)  # released
+    rundir.check_not_in_use(run)  # released
 
 
 def test_a_run_directory_is_locked_before_hydra_writes_into_it(tmp_path, monkeypatch, capsys):
@@ -407,7 +407,7 @@ def test_a_run_directory_is_locked_before_hydra_writes_into_it(tmp_path, monkeyp
         assert refused.value.code == 2 and "another training is running in" in capsys.readouterr().err
         assert not (run / ".hydra").exists()
     finally:
-        os.close(preflight.HELD.pop(run.absolute()))
+        os.close(rundir.HELD.pop(run.absolute()))
 
 
 def test_resuming_applies_the_typed_schedule_to_the_restored_optimizer():

@@ -22,9 +22,9 @@ import pytest
 from hydra.core.hydra_config import HydraConfig
 
 from benchmarks import gpu_check
-from src import sweeps
-from src.cli import compose, sweep_points
-from src.config import check_values
+from src.run.cli import compose, sweep_points
+from src.run.config import check_values
+from src.run.record import write_result
 from src.sweeps import resources as sweep_resources
 from src.sweeps.job import MEDIA_OFF, ranks_start_as_this_job, run_job
 from src.train import main as train_main
@@ -181,8 +181,8 @@ def test_launched_ranks_share_one_run_directory_and_only_rank_zero_writes_the_ru
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from src.cli import CONFIG_DIR
-    from src.config import register
+    from src.run.cli import CONFIG_DIR
+    from src.run.config import register
 
     env, folder, subdir, log_name = LAUNCHED[case]
     for key in ("TORCHELASTIC_RUN_ID", "WORLD_SIZE", "RANK", "LOCAL_RANK", *(k for k in os.environ if "SLURM" in k)):
@@ -216,7 +216,7 @@ def test_every_task_of_a_slurm_job_resumes_alike_and_only_rank_zero_writes_resul
     job = tmp_path / "0"
     (job / "checkpoints").mkdir(parents=True)
     (job / "checkpoints" / "last.ckpt").write_bytes(b"a checkpoint")
-    sweeps.write_result(job, {"status": before})  # an earlier attempt, interrupted or failed
+    write_result(job, {"status": before})  # an earlier attempt, interrupted or failed
     for key, value in {"SLURM_JOB_ID": "41", "SLURM_STEP_ID": "0", "SLURM_NTASKS": "2"}.items():
         monkeypatch.setenv(key, value)
     resumed = {}
@@ -413,8 +413,8 @@ def test_a_run_the_gpus_cannot_hold_is_refused_in_one_line(case, tmp_path, monke
 def test_parallel_jobs_of_uneven_length_take_a_free_gpu_not_their_job_numbers(sweep_job, monkeypatch):
     """2 simulated GPUs, one job each: job 0 runs long, job 1 ends early; job 2 goes to the GPU job 1
     freed (by job number it would join job 0 on GPU 0 while GPU 1 idles)."""
-    monkeypatch.setattr(sweeps, "gpu_count", lambda: 2)
-    monkeypatch.setattr(sweeps, "cpu_cores", lambda: 4)
+    monkeypatch.setattr(sweep_resources, "gpu_count", lambda: 2)
+    monkeypatch.setattr(sweep_resources, "cpu_cores", lambda: 4)
     jobs = {}
     for num in (0, 1):
         cfg = sweep_job("hydra/launcher=parallel", "hydra.launcher.n_jobs=2", "trainer=gpu", num=num)
@@ -445,8 +445,8 @@ def test_jobs_sharing_gpus_fill_every_gpu_before_doubling_up_and_wait_when_all_a
 def test_generate_and_evaluate_take_mps_and_the_gpu_they_name(monkeypatch):
     import torch
 
-    from src.cli import pick_device
     from src.evaluate import trainer_devices
+    from src.run.cli import pick_device
     from tests.test_bad_input import hide_gpus
 
     hide_gpus(monkeypatch)

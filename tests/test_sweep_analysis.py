@@ -7,9 +7,9 @@ import pytest
 import torch
 from hydra.core.hydra_config import HydraConfig
 
-from src import sweeps
 from src.plots import save_png
 from src.sweeps import analysis as sweep_analysis
+from src.sweeps import checks as sweep_checks
 from src.sweeps import resources as sweep_resources
 from src.sweeps.figure import sweep_figure
 from src.sweeps.job import sweep_defaults
@@ -28,14 +28,14 @@ def test_concurrent_jobs_divide_the_cores_and_take_a_gpu_each():
 
 
 def test_a_parallel_job_sets_its_share_of_threads(sweep_job, monkeypatch):
-    monkeypatch.setattr(sweeps, "cpu_cores", lambda: 8)
-    monkeypatch.setattr(sweeps, "gpu_count", lambda: 0)
+    monkeypatch.setattr(sweep_resources, "cpu_cores", lambda: 8)
+    monkeypatch.setattr(sweep_resources, "gpu_count", lambda: 0)
     cfg = sweep_job("hydra/launcher=parallel", "hydra.launcher.n_jobs=4", num=5)
     plan = sweep_resources.configure_job_resources(cfg)
     assert plan.threads == 2 and torch.get_num_threads() == 2
     assert cfg.trainer.devices == 1  # no GPU here: devices untouched
 
-    monkeypatch.setattr(sweeps, "gpu_count", lambda: 2)
+    monkeypatch.setattr(sweep_resources, "gpu_count", lambda: 2)
     cfg = sweep_job("hydra/launcher=parallel", "hydra.launcher.n_jobs=4", num=5)
     plan = sweep_resources.configure_job_resources(cfg)
     assert plan.gpu == 0 and list(cfg.trainer.devices) == [0]  # the first free GPU slot
@@ -43,7 +43,7 @@ def test_a_parallel_job_sets_its_share_of_threads(sweep_job, monkeypatch):
 
 
 def test_fewer_jobs_than_workers_get_more_threads_and_a_sequential_sweep_is_left_alone(sweep_job, monkeypatch):
-    monkeypatch.setattr(sweeps, "cpu_cores", lambda: 8)
+    monkeypatch.setattr(sweep_resources, "cpu_cores", lambda: 8)
     grid = ["model.num_heads=2,4", "model.embedding_dim=32"]  # 2 jobs, 8 workers: 4 threads each
     cfg = sweep_job("hydra/launcher=parallel", "hydra.launcher.n_jobs=8", sweep_overrides=grid)
     assert sweep_resources.configure_job_resources(cfg).threads == 4
@@ -54,10 +54,10 @@ def test_fewer_jobs_than_workers_get_more_threads_and_a_sequential_sweep_is_left
 
 
 def test_the_parallel_launcher_defaults_to_every_core_or_every_gpu(sweep_job, monkeypatch):
-    monkeypatch.setattr(sweeps, "cpu_cores", lambda: 6)
-    monkeypatch.setattr(sweeps, "gpu_count", lambda: 0)
+    monkeypatch.setattr(sweep_resources, "cpu_cores", lambda: 6)
+    monkeypatch.setattr(sweep_resources, "gpu_count", lambda: 0)
     assert sweep_job("hydra/launcher=parallel").hydra.launcher.n_jobs == 6
-    monkeypatch.setattr(sweeps, "gpu_count", lambda: 2)
+    monkeypatch.setattr(sweep_resources, "gpu_count", lambda: 2)
     assert sweep_job("hydra/launcher=parallel", "sweep.jobs_per_gpu=3").hydra.launcher.n_jobs == 6
     assert sweep_job("hydra/launcher=parallel", "trainer=cpu").hydra.launcher.n_jobs == 6
     with pytest.raises(Exception, match="sweep.jobs_per_gpu must be a positive integer"):
@@ -67,16 +67,16 @@ def test_the_parallel_launcher_defaults_to_every_core_or_every_gpu(sweep_job, mo
 def test_bad_sweep_keys_are_refused_with_the_fix():
     from hydra.errors import HydraException
 
-    from src.cli import compose, explain
+    from src.run.cli import compose, explain
 
     message = "sweep.jobs_per_gpu must be a positive integer, got 0: e.g. sweep.jobs_per_gpu=2"
     with pytest.raises(ValueError, match=re.escape(message)):
-        sweeps.check_sweep_config(compose("train", ["sweep.jobs_per_gpu=0"]))
+        sweep_checks.check_sweep_config(compose("train", ["sweep.jobs_per_gpu=0"]))
     for override in ("sweep.jobs_per_gpu=two", "sweep.media=maybe"):  # the schema's types refuse these
         with pytest.raises(HydraException) as err:
             compose("train", [override])
         assert explain(err.value, "train", [override]).startswith(override.split("=")[0] + ": ")
-    sweeps.check_sweep_config(compose("train", ["sweep.jobs_per_gpu=4", "sweep.media=true"]))
+    sweep_checks.check_sweep_config(compose("train", ["sweep.jobs_per_gpu=4", "sweep.media=true"]))
 
 
 def test_sweep_jobs_skip_media_unless_asked(sweep_job):

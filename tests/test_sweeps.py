@@ -19,8 +19,8 @@ import torch
 from omegaconf import open_dict, read_write
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from src import sweeps
-from src.cli import compose
+from src.run.cli import compose
+from src.run.record import write_record
 from src.sweeps import summary as sweep_summary
 from tests.helpers import ROOT, run_cli, tiny_training
 
@@ -133,8 +133,8 @@ def test_the_slurm_launcher_follows_the_trainer():
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from src.cli import CONFIG_DIR
-    from src.config import register
+    from src.run.cli import CONFIG_DIR
+    from src.run.config import register
 
     register("train")  # the schemas the YAML files name
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
@@ -263,7 +263,7 @@ def rows_of(sweep_job, tmp_path, records: dict[int, dict], launched: dict[int, l
     cfg = sweep_job("model.num_heads=2", sweep_overrides=["model.num_heads=1,2,4,8"])
     for number, record in records.items():
         (tmp_path / str(number)).mkdir()
-        sweeps.write_record(tmp_path / str(number), record)
+        write_record(tmp_path / str(number), record)
     state = sweep_summary.ThisSweep(cfg, launched, set(returned_none))
     return cfg, state
 
@@ -306,8 +306,8 @@ def test_another_grid_is_found_before_the_sweep_but_not_a_job_resumed_by_hand(sw
     (tmp_path / "1").mkdir()
     # job 0 as `python -m src.train ckpt_path=<job 0>` finished it: where and how differ, not what
     resumed = ["model.num_heads=8", "seed=3", f"ckpt_path='{tmp_path / '0'}'", "progress_bar=true"]
-    sweeps.write_record(tmp_path / "0", {"overrides": resumed, "status": "ok"})
-    sweeps.write_record(tmp_path / "1", {"overrides": ["model.num_heads=4", "seed=3"], "run_name": "num_heads=4"})
+    write_record(tmp_path / "0", {"overrides": resumed, "status": "ok"})
+    write_record(tmp_path / "1", {"overrides": ["model.num_heads=4", "seed=3"], "run_name": "num_heads=4"})
     assert sweep_summary.other_jobs(cfg) == [(1, "num_heads=4", "num_heads=16")]
     with read_write(cfg.hydra), open_dict(cfg):
         cfg.hydra.overrides.task.append("overwrite=true")

@@ -220,7 +220,7 @@ def test_an_unwritable_cache_directory_names_the_option(tmp_path):
 
 def test_a_run_resumed_on_a_text_with_fewer_characters_trains_on_it_with_the_checkpoints_ids(tmp_path):
     """The plan hands the DataModule the text encoded with the checkpoint's vocabulary, not its own."""
-    from src import preflight
+    from src.run import preflight
     from src.train import train
     from tests.helpers import compose_training
 

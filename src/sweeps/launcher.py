@@ -21,7 +21,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
 from typing import Any
 
-from src.sweeps import read_result, write_record
+from src.run.record import read_result, write_record
 from src.sweeps.job import WORKER, SweepStopped, stop_job
 from src.sweeps.resources import worker_count
 from src.sweeps.summary import SWEEP, finish

@@ -20,9 +20,31 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from src import sweeps
+from src.run import rules
+from src.run.record import in_multirun
 
 log = logging.getLogger(__name__)
+
+
+def cpu_cores() -> int:
+    """The cores this process may run on (its affinity, not the whole machine's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def gpu_count() -> int:
+    import torch  # only when a job starts: the sweep summary never needs it
+
+    return torch.cuda.device_count()
+
+
+def parallel_jobs(accelerator: str, jobs_per_gpu: int) -> int:
+    """hydra/launcher=parallel's default n_jobs: every GPU `jobs_per_gpu` times, else every core."""
+    rules.positive_int("sweep.jobs_per_gpu", jobs_per_gpu, "e.g. sweep.jobs_per_gpu=2")
+    gpus = gpu_count() if accelerator in ("auto", "gpu", "cuda") else 0
+    return gpus * jobs_per_gpu if gpus else cpu_cores()
+
+
+OmegaConf.register_new_resolver("parallel_jobs", parallel_jobs, replace=True)
 
 
 def sweep_size(hydra_cfg: DictConfig) -> int | None:
@@ -52,7 +74,7 @@ def concurrent_jobs(hydra_cfg: DictConfig) -> int:
 def worker_count(n_jobs: int, jobs: int | None) -> int:
     """Jobs at once for joblib's n_jobs (-1: every core, -2: all but one, ...), at most the sweep's jobs."""
     if n_jobs < 0:
-        n_jobs = sweeps.cpu_cores() + 1 + n_jobs
+        n_jobs = cpu_cores() + 1 + n_jobs
     return max(1, min(n_jobs, jobs) if jobs else n_jobs)
 
 
@@ -112,7 +134,7 @@ def configure_job_resources(cfg: DictConfig) -> JobResources | None:
     releases it when the job ends. A sequential sweep (Hydra's basic launcher) and a single run are
     left as they are.
     """
-    if not sweeps.in_multirun():
+    if not in_multirun():
         return None
     hydra_cfg = HydraConfig.get()
     concurrent = concurrent_jobs(hydra_cfg)
@@ -120,8 +142,8 @@ def configure_job_resources(cfg: DictConfig) -> JobResources | None:
         return None
     import torch
 
-    gpus = sweeps.gpu_count()
-    threads, on_gpu = plan_resources(concurrent, sweeps.cpu_cores(), gpus, cfg.trainer.accelerator, cfg.trainer.devices)
+    gpus = gpu_count()
+    threads, on_gpu = plan_resources(concurrent, cpu_cores(), gpus, cfg.trainer.accelerator, cfg.trainer.devices)
     plan = JobResources(threads, None)
     if on_gpu:
         sweep_dir = Path(hydra_cfg.runtime.output_dir).parent  # the job's directory is <sweep dir>/<n>

@@ -20,7 +20,7 @@ from typing import Any
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
-from src.sweeps import name_of, read_result, same_job, swept_keys
+from src.run.record import name_of, read_result, same_job, swept_keys
 from src.sweeps.resources import sweep_size
 from src.training.signals import STOP_SIGNALS, exit_status
 

@@ -7,7 +7,7 @@ import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 
 from src.data.tokenizer import printable
-from src.rules import sample_fits, sampling
+from src.run.rules import sample_fits, sampling
 from src.training.tensorboard import ATTENTION_TAG
 
 

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from src.model.layers import TokenAndPositionEmbedding
-from src.rules import ConfigError
+from src.run.rules import ConfigError
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:

@@ -7,9 +7,9 @@ is 8 MB) whose "Where it fails" threw `RangeError: Invalid array length`.
 import pytest
 from omegaconf import OmegaConf
 
-from src.config import ConfigError
 from src.explore import run
 from src.explorer.payload import EXCERPT_MAX_CHARS, file_text
+from src.run.config import ConfigError
 
 
 @pytest.mark.parametrize("chars", [10**12, EXCERPT_MAX_CHARS + 1, 1, "many"])

@@ -7,8 +7,8 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from src.cli import compose
 from src.model.head_scores import MEASURES, measure_heads, repeated_probe
+from src.run.cli import compose
 from src.train import train
 from src.training.checkpoint import load_trained
 from tests.helpers import run_cli, scalars, tiny_training, train_in_process

@@ -29,13 +29,14 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 from tqdm import tqdm
 
-from src.config import register
-from src.rules import one_line
+from src.run import rundir  # noqa: F401  (registers the resolvers of the run's folder before any composing)
+from src.run.config import register
+from src.run.rules import one_line
 
 if TYPE_CHECKING:
     import torch
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CONFIG_DIR = PROJECT_ROOT / "conf"
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError)
 

@@ -14,18 +14,14 @@ from __future__ import annotations
 
 import copy
 import errno
-import fcntl
 import importlib
 import inspect
 import logging
-import os
 import re
 import shutil
 import tempfile
 import types
 import typing
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,17 +33,16 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from src.config import PRIMITIVES, ConfigError, check_values
 from src.data.corpus import first_line, resolve_corpus
 from src.data.datamodule import require_two_characters, split_lengths
 from src.data.token_cache import EncodedCorpus, open_corpus
 from src.data.tokenizer import CharTokenizer, show_characters
 from src.model.checks import InvalidModelConfig
-from src.rules import RunDirInUse, of_type, one_line, physical_memory, window_fits
+from src.run.config import PRIMITIVES, ConfigError, check_values
+from src.run.rules import of_type, one_line, physical_memory, window_fits
 from src.training.checkpoint_io import AtomicCheckpointIO, what_is_kept
 
 PROMPTED_CALLBACKS = ("sample_text", "attention_maps", "head_scores")
-LOCK = ".lock"
 
 
 @dataclass
@@ -334,7 +329,7 @@ def plan(cfg: DictConfig) -> Plan:
     if checkpoint is None:
         tokenizer = CharTokenizer(corpus.vocab)
     else:
-        from src.resume import check_resume  # the checkpoint against the config and the text
+        from src.run.resume import check_resume  # the checkpoint against the config and the text
 
         tokenizer = check_resume(checkpoint, resume, cfg, corpus)
     check_windows_fit(cfg, corpus)
@@ -420,61 +415,3 @@ def disk_full(cfg: DictConfig, vocab_size: int, run_dir: Path, err: OSError) -> 
         f"more there and {megabytes(free)} are free; {what_is_kept(run_dir / 'checkpoints')} once there is room, "
         f"or choose another hydra.run.dir"
     )
-
-
-def lock(fd: int, run_dir: str | Path) -> None:
-    """Take the run directory's lock on fd, or refuse: another live training holds it."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise RunDirInUse(
-            f"another training is running in {run_dir}: wait for it to end, or choose another hydra.run.dir"
-        ) from None
-
-
-def check_not_in_use(run_dir: str | Path) -> None:
-    """Refuse a run directory that another live training holds (its lock file is locked)."""
-    path = Path(run_dir) / LOCK
-    if path.is_file():
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            lock(fd, run_dir)
-        finally:
-            os.close(fd)  # closing releases a lock this probe took
-
-
-HELD: dict[Path, int] = {}  # run directories this process locked before Hydra wrote into them
-
-
-def lock_run_dir(run_dir: str | Path) -> int:
-    path = Path(run_dir)
-    path.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        lock(fd, run_dir)
-    except ConfigError:
-        os.close(fd)
-        raise
-    return fd
-
-
-def take_run_dir(run_dir: str | Path) -> None:
-    """Lock a named run directory once the run is checked, before Hydra writes its .hydra/ there:
-    of two runs started together, the second is refused before it rewrites the first's config."""
-    HELD[Path(run_dir).absolute()] = lock_run_dir(run_dir)
-
-
-@contextmanager
-def hold_run_dir(run_dir: str | Path) -> Iterator[None]:
-    """Hold the run directory's lock while training (taken now, or by take_run_dir), so a second
-    run there is refused."""
-    fd = HELD.pop(Path(run_dir).absolute(), None)
-    if fd is None:
-        fd = lock_run_dir(run_dir)
-    try:
-        try:
-            yield
-        finally:
-            (Path(run_dir) / LOCK).unlink(missing_ok=True)  # a finished run leaves none (kill -9: unlocked)
-    finally:
-        os.close(fd)  # the kernel drops the lock with the descriptor, also on kill -9

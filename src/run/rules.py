@@ -1,6 +1,6 @@
 """Every rule a value must follow, written once.
 
-The pre-check of a command line (src/config.py, src/preflight.py), the classes the values
+The pre-check of a command line (src/run/config.py, src/run/preflight.py), the classes the values
 configure (the DataModule, the windows, the callbacks) and the commands all call the rule here,
 so a limit and its message never differ between the place that checks early and the place that
 uses the value. Each rule raises ConfigError: one line naming the key and the fix.

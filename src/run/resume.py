@@ -10,11 +10,11 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from src import sweeps
-from src.config import ConfigError
 from src.data.token_cache import EncodedCorpus
 from src.data.tokenizer import CharTokenizer, show_characters
 from src.model import MODELS
+from src.run.config import ConfigError
+from src.run.record import read_result, resumable
 
 
 def check_resume(checkpoint: dict[str, Any], path: Path, cfg: DictConfig, corpus: EncodedCorpus) -> CharTokenizer:
@@ -59,10 +59,8 @@ def unrecorded_end(path: Path) -> bool:
     """Whether `path` is the last.ckpt of a run killed after its last step and before its result.json said
     so (`kill -9` in those milliseconds): resuming it trains nothing, and records the run's end."""
     run_dir = path.parent.parent
-    record = sweeps.read_result(run_dir)
-    return (
-        path.name == "last.ckpt" and path.parent.name == "checkpoints" and (record is None or sweeps.resumable(record))
-    )
+    record = read_result(run_dir)
+    return path.name == "last.ckpt" and path.parent.name == "checkpoints" and (record is None or resumable(record))
 
 
 def check_same_text(saved: dict[str, Any], path: Path, cfg: DictConfig, corpus: EncodedCorpus) -> None:

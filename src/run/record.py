@@ -1,0 +1,113 @@
+"""A run's record: its result.json and its run name.
+
+Each run writes `result.json` into its directory, with its run name (the overrides a sweep varies);
+a resume, a sweep's rerun and its summary read it back.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+RESULT = "result.json"
+# Overrides that say where or how a job runs, not what it trains: never part of a run name, nor of
+# what makes two jobs the same job (a sweep job resumed with `python -m src.train ckpt_path=<job>`).
+NOT_HYPERPARAMETERS = ("paths.", "hydra.", "ckpt_path", "overwrite", "progress_bar", "sample.", "sweep.")
+
+
+def in_multirun() -> bool:
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def job_overrides() -> list[str]:
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
+def swept_keys(hydra_cfg: DictConfig) -> set[str]:
+    """The keys this sweep varies: sweep syntax on the command line, or the sweeper's search space."""
+    params = hydra_cfg.sweeper.get("params")
+    keys = set(params.keys()) if params else set()
+    sweep_file = Path(hydra_cfg.sweep.dir) / "multirun.yaml"
+    if sweep_file.is_file():
+        keys |= swept_on_command_line(str(sweep_file), sweep_file.stat().st_mtime_ns)
+    return keys
+
+
+@functools.cache
+def swept_on_command_line(sweep_file: str, modified_ns: int) -> frozenset[str]:
+    """The keys given sweep syntax in multirun.yaml's command line. Read once per sweep: a job
+    asks three times (its run name, result.json twice); what parsing it costs a sweep: BENCHMARKS.md, "Sweeps"."""
+    original = OmegaConf.load(sweep_file).hydra.overrides.task
+    overrides = OverridesParser.create().parse_overrides(list(original))
+    return frozenset(o.get_key_element() for o in overrides if o.is_sweep_override())
+
+
+def varied_keys() -> list[str]:
+    """The keys that set this run apart, as typed (`model.num_heads`): a sweep's swept keys, or the
+    keys a single run's command line set; never where or how it runs (NOT_HYPERPARAMETERS)."""
+    if not HydraConfig.initialized():
+        return []
+    if in_multirun():
+        keys = set(swept_keys(HydraConfig.get()))
+    else:
+        keys = {o.lstrip("+~").split("=", 1)[0] for o in job_overrides()}
+    return sorted(k for k in keys if not k.startswith(NOT_HYPERPARAMETERS))
+
+
+def run_name() -> str:
+    """What distinguishes this job in TensorBoard: `num_heads=4,embedding_dim=128`."""
+    if not in_multirun():
+        return ""
+    return name_of(job_overrides(), swept_keys(HydraConfig.get()))
+
+
+def name_of(overrides: Sequence[str], swept: set[str] | frozenset[str]) -> str:
+    """A job's run name from its overrides: the swept ones (or all that set hyperparameters), short keys."""
+    overrides = [o for o in overrides if not o.startswith(NOT_HYPERPARAMETERS)]
+    chosen = [o for o in overrides if o.split("=", 1)[0] in swept] or overrides
+    return ",".join(o.split("=", 1)[0].rsplit(".", 1)[-1] + "=" + o.split("=", 1)[1] for o in chosen)
+
+
+def same_job(recorded: Sequence[str] | None, overrides: Sequence[str]) -> bool:
+    """Whether a job directory's record is this job's: the same hyperparameters, wherever and however it
+    ran (a record without overrides predates them: taken as this job's)."""
+
+    def hyperparameters(given: Sequence[str]) -> list[str]:
+        return sorted(o for o in given if not o.lstrip("+~").startswith(NOT_HYPERPARAMETERS))
+
+    return recorded is None or hyperparameters(recorded) == hyperparameters(overrides)
+
+
+def resumable(record: dict[str, Any]) -> bool:
+    """A record of a job that stopped before its end and may go on from its last.ckpt: still running
+    when its process died, stopped by a signal, or failed because its worker was killed."""
+    return record.get("status") in ("running", "interrupted") or bool(record.get("resumable"))
+
+
+def write_result(output_dir: str | Path, result: dict[str, Any]) -> None:
+    """This job's record, with its overrides and run name."""
+    write_record(Path(output_dir), {"overrides": job_overrides(), "run_name": run_name(), **result})
+
+
+def write_record(job_dir: Path, record: dict[str, Any]) -> None:
+    """Atomically: the other ranks of a SLURM job read it while rank 0 writes it (run_job)."""
+    path = job_dir / RESULT
+    partial = path.with_name(f".{RESULT}.{os.getpid()}")
+    partial.write_text(json.dumps(record, indent=2, default=float))
+    os.replace(partial, path)
+
+
+def read_result(job_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((job_dir / RESULT).read_text())
+    except (OSError, ValueError):
+        return None

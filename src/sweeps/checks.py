@@ -1,0 +1,51 @@
+"""A multirun before it starts: each point's sweep keys and what its launcher can run."""
+
+from __future__ import annotations
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig
+
+from src.run import rules
+from src.sweeps import resources  # noqa: F401  (registers parallel_jobs, the parallel launcher's default n_jobs)
+
+
+def check_sweep_config(cfg: DictConfig) -> None:
+    """The `sweep` keys' values, checked before a sweep starts; raises ConfigError naming the fix."""
+    rules.sweep(cfg.sweep.jobs_per_gpu, cfg.sweep.media)
+
+
+def launcher_of(point: list[str]) -> str:
+    """The hydra/launcher option a multirun's command line chooses: basic (Hydra's default), parallel, slurm."""
+    chosen = [o.split("=", 1)[1] for o in point if o.lstrip("+~").startswith("hydra/launcher=")]
+    return chosen[-1] if chosen else "basic"
+
+
+def is_ddp(trainer: DictConfig) -> bool:
+    return str(trainer.strategy).startswith("ddp")
+
+
+def check_launcher(cfg: DictConfig, launcher: str) -> None:
+    """What a launcher can run of a job's trainer; raises ValueError saying what works."""
+    if launcher == "parallel" and is_ddp(cfg.trainer):
+        raise ValueError(
+            f"hydra/launcher=parallel runs sweep jobs side by side, but trainer.strategy={cfg.trainer.strategy} "
+            f"makes each job a process per device: drop hydra/launcher=parallel (DDP jobs then run one after "
+            f"another), or sweep single-device jobs (trainer=cpu or trainer=gpu)"
+        )
+    if launcher == "slurm":
+        for key, asks in (("devices", "tasks and GPUs per node"), ("num_nodes", "nodes")):
+            value = cfg.trainer[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(
+                    f"hydra/launcher=slurm asks SLURM for trainer.{key} {asks}, so it must be a positive "
+                    f"integer, got {value!r}: e.g. trainer=ddp trainer.devices=4 trainer.num_nodes=1"
+                )
+
+
+def check_sweep_job(cfg: DictConfig, point: list[str]) -> None:
+    """One point of a multirun before the sweep starts: its sweep keys and what its launcher can run."""
+    check_sweep_config(cfg)
+    check_launcher(cfg, launcher_of(point))
+    typed = [o for o in point if o.startswith("hydra.launcher.n_jobs=")]
+    if typed and launcher_of(point) == "parallel":  # Hydra's keys are not in cfg: read as typed
+        rules.launcher_jobs(OverridesParser.create().parse_overrides(typed[-1:])[0].value())
