@@ -7,10 +7,12 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 from benchmarks.browser import chromium, open_page
 from benchmarks.explorer_page import write_checkpoint
 from src.explorer.page import write_explorer
+from src.training.checkpoint import load_trained
 
 VOCAB = sorted(set("First Citizen:\nBefore we proceed any further, hear me speak.\n"))
 GPT = {"kind": "gpt", "context_window": 16, "embedding_dim": 16, "num_heads": 4, "num_layers": 2}
@@ -210,3 +212,131 @@ def test_legends_disabled_buttons_the_value_component_and_the_dated_title(gpt_pa
     type_text(page, "First")
     page.click("#argmax")
     assert page.locator("#back").is_enabled()
+
+
+# ---------------------------------------------------------------- the views inside the model, against PyTorch
+
+SEED_NOTES = {**SEED, "output_projection": False, "ln_affine": False, "embedding_scale": False, "init": "notes"}
+MODERN = {**GPT, "norm": "rms", "activation": "swiglu", "mlp_ratio": 3}
+ATTENTION_ONLY = {**GPT, "mlp_ratio": 0, "activation": "relu2"}
+INSIDE = {
+    "gpt": GPT,
+    "gpt-untied-learned-bias": UNTIED,
+    "gpt-rms-swiglu": MODERN,
+    "gpt-attention-only": ATTENTION_ONLY,
+    "seed": SEED,
+    "seed-notes": SEED_NOTES,
+}
+
+
+def mlp_hidden(mlp, x: torch.Tensor) -> torch.Tensor:
+    """The MLP's hidden layer by torch.nn.functional's own activations: GELU, ReLU² or SwiGLU's gate."""
+    F = torch.nn.functional
+    h = F.linear(x, mlp.W_1.t(), mlp.b_1)
+    if mlp.activation == "swiglu":
+        return F.silu(h) * F.linear(x, mlp.W_3.t(), mlp.b_3)
+    return F.relu(h).square() if mlp.activation == "relu2" else F.gelu(h)
+
+
+def torch_internals(checkpoint: Path, text: str) -> dict:
+    """Every step the page shows, from PyTorch in float64 (the page computes in double from the float32
+    weights): module outputs caught by hooks, the MLP's hidden layer by torch's activations, Q/K/V and
+    the heads' contexts from the attention module's own weights (no RoPE or QK-norm among these models)."""
+    from src.model.attention import causal_mask, scaled_dot_product_attention
+
+    trained = load_trained(checkpoint)
+    model = trained.model.double()
+    ids = trained.tokenizer.encode(text[-model.context_window :]).unsqueeze(0)
+    caught: dict[str, torch.Tensor] = {}
+
+    def catch(name: str):
+        def hook(module, inputs, output):
+            caught[name] = (output[0] if isinstance(output, tuple) else output)[0]
+            caught[name + ".in"] = inputs[0][0]
+
+        return hook
+
+    seed = not hasattr(model, "blocks")
+    blocks = [model] if seed else list(model.blocks)
+    handles = [model.embedding.register_forward_hook(catch("embedded"))]
+    for n, block in enumerate(blocks):
+        names = {"ln": "ln_1", "attention": "attention"} if seed else {"ln_1": "ln_1", "attention": "attention"}
+        if getattr(block, "mlp", None) is not None:
+            names.update({"ln_2": "ln_2", "mlp": "mlp"})
+        for attr, name in names.items():
+            handles.append(getattr(block, attr).register_forward_hook(catch(f"{n}.{name}")))
+        if not seed:
+            handles.append(block.register_forward_hook(catch(f"{n}.output")))
+    with torch.no_grad():
+        model(ids)
+        E = model.embedding
+        T = ids.shape[1]
+        out = {
+            "tokens": E.E[ids[0]] * E.scale,
+            "positions": E.position(0, T),
+            "embedded": caught["embedded"],
+            "layers": [],
+        }
+        for n, block in enumerate(blocks):
+            att = block.attention
+            X = caught[f"{n}.attention.in"]
+            Q, K, V = X @ att.W_Q, X @ att.W_K, X @ att.W_V
+            if att.b_QKV is not None:
+                Q, K, V = Q + att.b_QKV[0], K + att.b_QKV[1], V + att.b_QKV[2]
+            h, d_head = att.num_heads, att.d_head
+            Qh, Kh, Vh = (A.reshape(T, h, d_head).transpose(0, 1) for A in (Q, K, V))
+            context, _ = scaled_dot_product_attention(Qh, Kh, Vh, causal_mask(T)[0])
+            layer = {"q": Q, "k": K, "v": V, "concat": context.transpose(0, 1).reshape(T, -1)}
+            layer["ln1"] = caught[f"{n}.ln_1"]
+            layer["attention"] = caught[f"{n}.attention"]
+            if seed:
+                layer["input"] = caught["embedded"]
+                layer["output"] = caught[f"{n}.attention"]
+                out["layers"].append(layer)
+                continue
+            layer["input"] = caught[f"{n}.ln_1.in"]
+            layer["output"] = caught[f"{n}.output"]
+            layer["mid"] = layer["output"]  # attention-only: the residual after attention is the output
+            if block.mlp is not None:
+                layer["mid"] = caught[f"{n}.ln_2.in"]
+                layer["ln2"] = caught[f"{n}.ln_2"]
+                layer["hidden"] = mlp_hidden(block.mlp, layer["ln2"])
+                layer["mlp"] = caught[f"{n}.mlp"]
+            out["layers"].append(layer)
+    for h in handles:
+        h.remove()
+    return out
+
+
+@pytest.mark.parametrize("name", list(INSIDE))
+def test_the_views_inside_the_model_equal_pytorch(tmp_path, browser, name):
+    checkpoint, page_file = make_page(tmp_path, INSIDE[name])
+    opened = open_page(browser, page_file)
+    page = opened.page
+    for text in ["Before we proceed any further", "F"]:
+        got = page.evaluate("(t) => window.scratchgpt.internals(t)", text)
+        expected = torch_internals(checkpoint, text)
+        close = lambda a, b: torch.allclose(torch.tensor(a, dtype=torch.float64), b, atol=1e-5, rtol=0)  # noqa: E731
+        for key in ["tokens", "positions", "embedded"]:
+            assert close(got[key], expected[key]), key
+        assert len(got["layers"]) == len(expected["layers"])
+        for page_layer, torch_layer in zip(got["layers"], expected["layers"], strict=True):
+            assert set(page_layer) == set(torch_layer), set(page_layer) ^ set(torch_layer)
+            for key, value in torch_layer.items():
+                assert close(page_layer[key], value), key
+    # What the views print is those numbers: the block's last row, the Q/K/V view's score.
+    type_text(page, "Before we proceed any further")
+    expected = torch_internals(checkpoint, "Before we proceed any further")
+    last = expected["layers"][0]["output"][-1]  # block 0 (the page opens there), the last position
+    shown = page.locator("#flow .vec-row").last.locator(".vec-text").inner_text()
+    numbers = [float(x) for x in re.findall(r"-?\d+\.\d+", shown.split("|x|")[0])]
+    assert numbers == pytest.approx(last[:4].tolist(), abs=6e-4)
+    layer = expected["layers"][0]
+    d_k = layer["q"].shape[1] // INSIDE[name]["num_heads"]
+    T = layer["q"].shape[0]
+    page.select_option("#qkv-key", "3")
+    q, k = layer["q"][T - 1, :d_k], layer["k"][3, :d_k]
+    score = float(re.search(r"score (-?\d+\.\d+)", page.inner_text("#qkv")).group(1))
+    assert score == pytest.approx((q @ k).item() / d_k**0.5, abs=6e-5)
+    assert page.locator("#heads-side canvas.side-map").count() == INSIDE[name]["num_heads"]
+    assert opened.errors == []

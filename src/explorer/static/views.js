@@ -72,7 +72,8 @@ const state = {
   text: payload.prompt,
   layer: 0,
   head: 0,
-  query: null, // the position whose attention is shown; null = the last one
+  query: null, // the position whose attention (and embedding, block, Q/K/V) is shown; null = the last one
+  key: null, // the key of the Q, K, V view; null = the one the query weighs most
   pinned: false,
   temperature: 1.0,
   topK: null,
@@ -109,7 +110,7 @@ function update() {
   drawWindow();
   drawDistribution();
   drawPicked();
-  drawAttention();
+  drawSelection();
   drawLens();
   drawButtons();
   $("timing").textContent = `every view drawn in ${(performance.now() - start).toFixed(0)} ms`;
@@ -304,9 +305,9 @@ function drawAttention() {
           onmouseenter: () => {
             if (state.pinned || queryIndex() === j) return; // the redrawn character under the mouse: nothing new
             state.query = j;
-            drawAttention();
+            drawSelection();
           },
-          onclick: () => { state.pinned = !(state.pinned && state.query === j); state.query = j; drawAttention(); },
+          onclick: () => { state.pinned = !(state.pinned && state.query === j); state.query = j; drawSelection(); },
         },
         glyph(ch)
       )
@@ -327,7 +328,7 @@ function drawHeadPicker() {
       const canvas = heatCanvas(head.weights, T); // shown 48 px wide, pixels kept sharp
       canvas.className = "thumb" + (l === state.layer && h === state.head ? " selected" : "");
       canvas.title = `layer ${l}, head ${h}`;
-      canvas.addEventListener("click", () => { state.layer = l; state.head = h; drawAttention(); });
+      canvas.addEventListener("click", () => { state.layer = l; state.head = h; state.key = null; drawSelection(); });
       rowBox.append(el("span", { class: "thumb-box" }, canvas, el("small", {}, `h${h}`)));
     });
     picker.append(rowBox);
@@ -394,6 +395,298 @@ function drawSteps(box, i) {
   const shown = Math.min(dK, 8);
   const vector = Array.from(context.subarray(i * dK, i * dK + shown), (v) => fmt(v)).join(", ");
   box.append(el("p", { class: "formula" }, `context_${i} = Σ_j weights_j v_j = [${vector}${dK > shown ? ", …" : ""}]  (${dK} numbers; the heads' contexts are concatenated${model.weight(`blocks.${state.layer}.attention.W_O`) || model.weight("attention.W_O") ? " and multiplied by W_O" : ""})`));
+}
+
+// ---------------------------------------------------------------- inside the model: one position followed through
+
+/** What follows the selected layer, head and position: the attention view and the views inside the model. */
+function drawSelection() {
+  drawAttention();
+  drawInside();
+}
+
+/** A value in [-1, 1] -> red (negative) .. white .. blue (positive), as [r, g, b]. */
+function divergingRGB(x) {
+  const a = Math.min(1, Math.abs(x));
+  return x < 0 ? [255, Math.round(255 - 185 * a), Math.round(255 - 195 * a)] : heatRGB(a);
+}
+
+const maxAbs = (v) => v.reduce((m, x) => Math.max(m, Math.abs(x)), 0) || 1;
+const vectorLength = (v) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+
+/** A vector as a strip of coloured cells (red negative, blue positive, scaled by its largest |value|);
+ *  hovering a cell names its index and value. One canvas, however long the vector. */
+function vectorStrip(v, width = 512) {
+  const n = v.length, cell = Math.max(1, Math.floor(width / n));
+  const canvas = document.createElement("canvas");
+  canvas.width = n * cell;
+  canvas.height = 16;
+  canvas.className = "strip";
+  const ctx = canvas.getContext("2d");
+  const scale = maxAbs(v);
+  for (let i = 0; i < n; i++) {
+    ctx.fillStyle = `rgb(${divergingRGB(v[i] / scale).join(",")})`;
+    ctx.fillRect(i * cell, 0, cell, 16);
+  }
+  canvas.addEventListener("mousemove", (event) => {
+    const i = Math.min(n - 1, Math.floor((event.offsetX / canvas.clientWidth) * n));
+    canvas.title = `[${i}] = ${fmt(v[i], 4)}`;
+  });
+  return canvas;
+}
+
+/** The first numbers of a vector, and its length. */
+function vectorText(v, shown = 4) {
+  const head = Array.from(v.subarray(0, shown), (x) => fmt(x)).join(", ");
+  return `[${head}${v.length > shown ? ", …" : ""}]  |x| = ${fmt(vectorLength(v), 2)}`;
+}
+
+/** A labelled vector: name, formula, strip, numbers. */
+function vectorRow(name, formula, v) {
+  return el("div", { class: "vec-row" }, el("span", { class: "vec-name" }, name), el("span", { class: "vec-formula hint" }, formula), vectorStrip(v), el("span", { class: "vec-text mono" }, vectorText(v)));
+}
+
+/** The window's characters as buttons that choose the followed position (the attention's query). */
+function positionPicker(box) {
+  const { window: seen } = current;
+  const i = queryIndex();
+  box.replaceChildren(
+    ...seen.map((ch, j) => el("span", { class: "ch att" + (j === i ? " query" : ""), title: `position ${j}`, onclick: () => { state.query = j; state.pinned = true; drawSelection(); } }, glyph(ch)))
+  );
+}
+
+/** E[token] scaled and the position's code, per position of the window: (T, d) each. */
+function embeddingParts(ids) {
+  const { d } = model;
+  const E = model.weight("embedding.E");
+  const tokens = new Float64Array(ids.length * d), positions = new Float64Array(ids.length * d);
+  ids.forEach((id, t) => {
+    for (let i = 0; i < d; i++) {
+      tokens[t * d + i] = E[id * d + i] * model.embeddingScale;
+      positions[t * d + i] = model.positions ? model.positions[t * d + i] : 0; // RoPE adds no position code
+    }
+  });
+  return { tokens, positions };
+}
+
+function drawInside() {
+  const boxes = ["embed-picker", "embed", "flow-picker", "flow", "heads-side", "qkv"].map($);
+  boxes.forEach((b) => b.replaceChildren());
+  if (!current.result) {
+    for (const id of ["embed", "flow", "heads-side", "qkv"]) $(id).append(el("p", { class: "hint" }, "Type at least one character of the vocabulary."));
+    return;
+  }
+  positionPicker($("embed-picker"));
+  positionPicker($("flow-picker"));
+  drawEmbedding();
+  drawFlow();
+  drawHeadsSide();
+  drawQKV();
+}
+
+function drawEmbedding() {
+  const t = queryIndex(), { d } = model, ch = current.window[t];
+  const { tokens, positions } = embeddingParts(current.ids);
+  const sinusoidal = model.config.positional === "sinusoidal";
+  const scaled = model.embeddingScale !== 1 ? ` × √${d}` : "";
+  const box = $("embed");
+  if (!model.positions) {
+    box.append(
+      el("p", { class: "formula" }, `position ${t}, ${JSON.stringify(ch)} (id ${current.ids[t]}):  X[${t}] = E[${JSON.stringify(ch)}]  (${d} numbers; hover a cell for its value)`),
+      vectorRow(`X[${t}] = E[${glyph(ch)}]`, "the character's row of E, learned", row(current.result.embedded, t, d)),
+      el("p", { class: "hint" }, "This model uses RoPE (model.positional=rope): no position code is added here; each head's queries and keys are turned by an angle proportional to their position instead, so that q · k depends on how far apart they are.")
+    );
+    return;
+  }
+  box.append(
+    el("p", { class: "formula" }, `position ${t}, ${JSON.stringify(ch)} (id ${current.ids[t]}):  X[${t}] = E[${JSON.stringify(ch)}]${scaled} + ${sinusoidal ? "PE" : "P"}[${t}]   (${d} numbers each; hover a cell for its value)`),
+    vectorRow(`E[${glyph(ch)}]${scaled}`, "the character's row of E, learned", row(tokens, t, d)),
+    vectorRow(`${sinusoidal ? "PE" : "P"}[${t}]`, sinusoidal ? "sin/cos of the position, fixed" : "the position's row of P, learned", row(positions, t, d)),
+    vectorRow(`X[${t}]`, model.config.kind === "seed" ? "their sum, then LN (the block view)" : "their sum: the residual stream's start", row(current.result.embedded, t, d))
+  );
+  box.append(positionPicture(t));
+}
+
+/** The position codes of every position (rows) and dimension (columns), as the notes draw them, with a
+ *  few of the sinusoids as curves: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...). */
+function positionPicture(t) {
+  const { d } = model, P = model.positions, rows = T_MAX;
+  const sinusoidal = model.config.positional === "sinusoidal";
+  const scale = maxAbs(P);
+  const heat = document.createElement("canvas");
+  heat.width = d;
+  heat.height = rows;
+  const ctx = heat.getContext("2d"), image = ctx.createImageData(d, rows);
+  for (let pos = 0; pos < rows; pos++)
+    for (let i = 0; i < d; i++) image.data.set([...divergingRGB(P[pos * d + i] / scale), 255], 4 * (pos * d + i));
+  ctx.putImageData(image, 0, 0);
+  const big = document.createElement("canvas");
+  const cw = Math.max(1, Math.floor(Math.min(mapWidth() - 10, 512) / d)), ch = Math.max(2, Math.floor(240 / rows));
+  big.width = d * cw;
+  big.height = rows * ch;
+  big.className = "pe-map";
+  const g = big.getContext("2d");
+  g.imageSmoothingEnabled = false;
+  g.drawImage(heat, 0, 0, big.width, big.height);
+  g.strokeStyle = "#d33";
+  g.lineWidth = 2;
+  g.strokeRect(1, t * ch, big.width - 2, ch);
+  const caption = sinusoidal
+    ? `PE: one row per position (0 to ${rows - 1}, down), one column per dimension (0 to ${d - 1}, across); red −1, blue +1. Early dimensions turn fast, late ones slowly: each position gets its own pattern. The red box is position ${t}.`
+    : `P: the learned position table, one row per position (0 to ${rows - 1}), one column per dimension; red negative, blue positive. Learned from the text, not sinusoids. The red box is position ${t}.`;
+  const parts = [el("div", {}, big, el("p", { class: "hint" }, caption))];
+  if (sinusoidal) parts.push(el("div", {}, sinusoidCurves(t), el("p", { class: "hint" }, "Dimensions 2i = 0, 2, … as curves over the positions: sin(pos / 10000^(2i/d)), each wave slower than the one before; the dashed line is position " + t + ".")));
+  return el("div", { class: "pe-picture" }, ...parts);
+}
+
+function sinusoidCurves(t) {
+  const { d } = model, P = model.positions, W = 320, H = 150, pad = 20;
+  const dims = [...new Set([0, 2, 2 * Math.floor(d / 8), 2 * Math.floor(d / 4)])].filter((i) => i < d);
+  const colours = ["#2950c8", "#dc322f", "#2e9d57", "#b7791f"];
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  svg.setAttribute("class", "curve sinusoids");
+  const add = (tag, attrs, text) => {
+    const n = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
+    if (text !== undefined) n.textContent = text;
+    svg.append(n);
+  };
+  const x = (pos) => pad + ((W - 2 * pad) * pos) / Math.max(1, T_MAX - 1);
+  const y = (v) => H / 2 - ((H / 2 - pad) * v);
+  add("line", { x1: pad, y1: y(0), x2: W - pad, y2: y(0), class: "axis" });
+  dims.forEach((i, k) => {
+    const points = Array.from({ length: T_MAX }, (_, pos) => `${x(pos)},${y(P[pos * d + i])}`).join(" ");
+    add("polyline", { points, style: `stroke:${colours[k]};fill:none;stroke-width:1.5` });
+    add("text", { x: pad + 70 * k, y: 12, class: "label", style: `fill:${colours[k]}` }, `dim ${i}`);
+  });
+  add("line", { x1: x(t), y1: pad, x2: x(t), y2: H - pad, style: "stroke:#d33;stroke-dasharray:3 3" });
+  add("text", { x: W - pad, y: H - 4, class: "label", "text-anchor": "end" }, `position ${T_MAX - 1}`);
+  return svg;
+}
+
+/** One position through one block: every step's vector, with the formula that made it. */
+function drawFlow() {
+  const t = queryIndex(), { d } = model;
+  const seed = model.config.kind === "seed";
+  const layers = current.result.blocks.length;
+  const l = Math.min(state.layer, layers - 1);
+  const b = current.result.blocks[l], att = current.result.attention[l];
+  const box = $("flow");
+  if (layers > 1) {
+    const select = el("select", { id: "flow-layer", "aria-label": "layer" }, ...current.result.blocks.map((_, k) => el("option", { value: k }, `layer ${k}`)));
+    select.value = l;
+    select.addEventListener("change", () => { state.layer = Number(select.value); state.head = Math.min(state.head, model.numHeads - 1); drawSelection(); });
+    box.append(el("label", { class: "controls" }, "block ", select));
+  }
+  const v = (A, n = d) => row(A, t, n);
+  const arrow = (text) => el("div", { class: "flow-arrow hint" }, "↓ " + text);
+  const hasWO = !!model.weight((seed ? "" : `blocks.${l}.`) + "attention.W_O");
+  const heads = `the ${model.numHeads} heads' contexts side by side (h × d_k = ${model.numHeads} × ${att.dK})`;
+  if (seed) {
+    box.append(
+      el("p", { class: "formula" }, `position ${t}, ${JSON.stringify(current.window[t])}: X = LN(E[c] + PE) → MultiHead(X) → logits = context W_out + b_out (the notes' model: no residual, no MLP)`),
+      vectorRow("E + PE", "the embedding view's X", v(b.input)),
+      arrow("layer norm: (x − mean) / √(var + ε) · γ + β"),
+      vectorRow("LN(X)", "what Q, K and V are made from", v(b.ln1)),
+      arrow("Q = X W_Q, K = X W_K, V = X W_V; each head: softmax(Q Kᵀ / √d_k + M) V"),
+      vectorRow("concat", heads, v(att.concat))
+    );
+    if (hasWO) box.append(arrow("× W_O: the heads mixed"), vectorRow("context", "concat W_O", v(b.attention)));
+    box.append(arrow("× W_out + b_out → the logits of the next character (the bars above, before softmax)"));
+    return;
+  }
+  const rel = (branch, stream) => `adds a vector ${fmt(vectorLength(branch) / vectorLength(stream), 2)}× the stream's length`;
+  const normFormula = model.config.norm === "rms" ? "RMSNorm: x / √(mean(x²) + ε) · γ" : "(x − mean) / √(var + ε) · γ + β";
+  box.append(
+    el("p", { class: "formula" }, `position ${t}, ${JSON.stringify(current.window[t])}, block ${l}: X → X + Attention(LN₁(X))${b.mlp ? " → X + MLP(LN₂(X))" : " (attention only: no MLP)"}; each row one vector of this position (hover a cell for its value)`),
+    vectorRow(`X in`, l === 0 ? (model.positions ? "the embedding: E[c] + PE" : "the embedding: E[c]") : `the output of block ${l - 1}`, v(b.input)),
+    arrow(`LN₁: ${normFormula}, per position`),
+    vectorRow("LN₁(X)", "what Q, K and V are made from", v(b.ln1)),
+    arrow("Q = X W_Q, K = X W_K, V = X W_V; each head: softmax(Q Kᵀ / √d_k + M) V (the attention view)"),
+    vectorRow("concat", heads, v(att.concat)),
+    arrow(hasWO ? "× W_O: the heads' findings mixed into one d-vector" : "no W_O"),
+    vectorRow("attention", "concat W_O: the attention branch", v(b.attention)),
+    arrow(`+ residual: X + attention (${rel(v(b.attention), v(b.input))})`),
+    vectorRow("X'", b.mlp ? "the stream after attention" : "the block's output", v(b.mid))
+  );
+  if (!b.mlp) return;
+  const width = b.hidden.length / current.T;
+  const h = v(b.hidden, width);
+  const active = h.reduce((n, x) => n + (x > 0), 0);
+  const activation = model.config.activation || "gelu";
+  const act = { gelu: "GELU(x W₁ + b₁)", relu2: "ReLU(x W₁ + b₁)²", swiglu: "SiLU(x W₁) · (x W₃)" }[activation];
+  box.append(
+    arrow("LN₂"),
+    vectorRow("LN₂(X')", "the MLP's input", v(b.ln2)),
+    arrow(`${act}: ${width} hidden units, ${active} of them > 0 here`),
+    vectorRow("hidden", act, h),
+    arrow("× W₂ + b₂: back to d numbers"),
+    vectorRow("MLP", "the MLP branch", v(b.mlp)),
+    arrow(`+ residual: X' + MLP (${rel(v(b.mlp), v(b.mid))})`),
+    vectorRow("X out", l === layers - 1 ? "→ LN_f and W_vocab: the logits (the lens's last row)" : `the input of block ${l + 1}`, v(b.output))
+  );
+}
+
+/** Every head of the selected layer at a readable size, and what each puts on every key for the query. */
+function drawHeadsSide() {
+  const att = current.result.attention[state.layer], { T, window: seen } = current, i = queryIndex();
+  const box = $("heads-side");
+  const width = Math.max(180, Math.min(300, Math.floor(($("heads-section").clientWidth - 40) / Math.min(att.heads.length, 4)) - 12));
+  const maps = el("div", { class: "side-maps" });
+  att.heads.forEach((head, h) => {
+    const canvas = el("canvas", { class: "side-map" + (h === state.head ? " selected" : ""), title: `layer ${state.layer}, head ${h}: click to select` });
+    drawMap(canvas, head.weights, T, i, seen, width);
+    canvas.addEventListener("click", () => { state.head = h; state.key = null; drawSelection(); });
+    maps.append(el("figure", {}, canvas, el("figcaption", { class: "hint" }, `head ${h}`)));
+  });
+  const table = el("table", { class: "side-table" });
+  table.append(el("tr", {}, el("th", {}, "key j"), el("th", {}, "char"), ...att.heads.map((_, h) => el("th", {}, `head ${h}`))));
+  for (let j = 0; j <= i; j++) {
+    table.append(
+      el("tr", {}, el("td", {}, String(j)), el("td", { class: "mono" }, glyph(seen[j])), ...att.heads.map((head) => {
+        const w = head.weights[i * T + j];
+        return el("td", { style: `background:${heat(w)};color:${inkOn(heatRGB(w))}` }, fmt(w));
+      }))
+    );
+  }
+  box.append(
+    el("p", { class: "hint" }, `Layer ${state.layer}: each head's map (row i: the weights of query i), and below, the weights that query ${i} (${JSON.stringify(seen[i])}) puts on every earlier key, one column per head: the same query, a different question each.`),
+    maps,
+    el("div", { class: "side-table-box" }, table)
+  );
+}
+
+/** One query and one key of the selected head, number by number: q_i · k_j / √d_k is the score. */
+function drawQKV() {
+  const att = current.result.attention[state.layer], { T, window: seen } = current, { d } = model;
+  const i = queryIndex(), dK = att.dK, h = state.head, head = att.heads[h];
+  const weightsOf = head.weights.subarray(i * T, i * T + i + 1);
+  const j = state.key !== null && state.key <= i ? state.key : argmax(weightsOf);
+  const col = (A, t, c) => A[t * d + h * dK + c];
+  const select = el("select", { id: "qkv-key", "aria-label": "key" }, ...Array.from({ length: i + 1 }, (_, k) => el("option", { value: k }, `${k} ${glyph(seen[k])}  (weight ${fmt(weightsOf[k])})`)));
+  select.value = j;
+  select.addEventListener("change", () => { state.key = Number(select.value); drawInside(); });
+  const table = el("table", { class: "qkv" });
+  table.append(el("tr", {}, ...["c", `q_${i}[c]`, `k_${j}[c]`, "q[c] · k[c]", `v_${j}[c]`, `w · v_${j}[c]`].map((x) => el("th", {}, x))));
+  const products = Array.from({ length: dK }, (_, c) => col(att.Q, i, c) * col(att.K, j, c));
+  const pScale = maxAbs(products), w = head.weights[i * T + j];
+  const qkScale = Math.max(maxAbs(Array.from({ length: dK }, (_, c) => col(att.Q, i, c))), maxAbs(Array.from({ length: dK }, (_, c) => col(att.K, j, c))));
+  const vScale = maxAbs(Array.from({ length: dK }, (_, c) => col(att.V, j, c)));
+  const cell = (x, scale, digits = 3) => {
+    const rgb = divergingRGB(x / scale);
+    return el("td", { style: `background:rgb(${rgb.join(",")});color:${inkOn(rgb)}` }, fmt(x, digits));
+  };
+  for (let c = 0; c < dK; c++)
+    table.append(el("tr", {}, el("td", {}, String(c)), cell(col(att.Q, i, c), qkScale), cell(col(att.K, j, c), qkScale), cell(products[c], pScale), cell(col(att.V, j, c), vScale), cell(w * col(att.V, j, c), vScale, 4)));
+  const dot = products.reduce((a, b) => a + b, 0);
+  $("qkv").append(
+    el("div", { class: "controls" }, el("span", {}, `layer ${state.layer}, head ${h}, query ${i} (${JSON.stringify(seen[i])}), key`), select),
+    el("p", { class: "formula" }, `q_${i} · k_${j} = Σ_c q[c] k[c] = ${fmt(dot, 4)};  / √d_k = / √${dK} → score ${fmt(dot / Math.sqrt(dK), 4)};  softmax over keys 0..${i} → weight ${fmt(w, 4)};  the weight scales v_${j}, and the context sums w · v over every key`),
+    el("p", { class: "hint" }, `q_i = the query row of Q = LN(X) W_Q (+ b), k_j and v_j the key's rows of K and V, in head ${h}'s ${dK} columns (${h * dK} to ${(h + 1) * dK - 1}); red negative, blue positive. A key scores high when its vector points where the query's does: the products' column shows which components agree.`),
+    el("div", { class: "qkv-box" }, table)
+  );
 }
 
 // ---------------------------------------------------------------- logit lens
@@ -620,6 +913,22 @@ function wireControls() {
   temp();
 }
 
+/** For tests: every step inside the model for every position of `text`'s window, as [T][n] arrays. */
+function internals(text) {
+  const a = analyse(text);
+  if (!a.result) return null;
+  const T = a.T, d = model.d;
+  const rows = (A) => Array.from({ length: T }, (_, t) => Array.from(A.subarray((t * A.length) / T, ((t + 1) * A.length) / T)));
+  const { tokens, positions } = embeddingParts(a.ids);
+  const layers = a.result.blocks.map((b, l) => {
+    const att = a.result.attention[l];
+    const out = { q: rows(att.Q), k: rows(att.K), v: rows(att.V), concat: rows(att.concat) };
+    for (const [k, v] of Object.entries(b)) if (v) out[k] = rows(v); // ln2, hidden, mlp: none without an MLP
+    return out;
+  });
+  return { tokens: rows(tokens), positions: rows(positions), embedded: rows(a.result.embedded), d, layers };
+}
+
 /** For tests and other programs: the model's outputs for the last position of `text`, cropped to the window. */
 function predict(text) {
   const a = analyse(text);
@@ -635,6 +944,7 @@ window.scratchgpt = {
   vocab: model.vocab,
   config: model.config,
   predict,
+  internals,
   distribution: (text, { temperature = 1, topK = null, topP = null } = {}) => {
     const a = analyse(text);
     return a.result ? Array.from(nextTokenDistribution(a.logits, temperature, topK, topP)) : null;
