@@ -44,10 +44,15 @@ def model_config(config: Mapping[str, Any], vocab_size: int) -> GPTConfig | Seed
     unknown = sorted(set(options) - options_of(kind))
     if unknown:
         others = [k for k in MODELS if k != kind and set(unknown) <= options_of(k)]
-        if others:
+        if others and set(unknown) == options_of(others[0]) - options_of(kind):  # all of them: model.kind=
             raise InvalidModelConfig(
                 f"model.kind={kind} keeps the options of the {others[0]} model (model.{unknown[0]}): "
                 f"choose the model with model={kind} instead, which brings its own options"
+            )
+        if others:  # some of them, added by hand (model=seed +model.num_layers=2)
+            raise InvalidModelConfig(
+                f"model.{unknown[0]} is an option of the {others[0]} model, not of the {kind} model: remove it, "
+                f"or choose model={others[0]}; the {kind} model's options are {', '.join(sorted(options_of(kind)))}"
             )
         raise InvalidModelConfig(
             f"model.{unknown[0]} is not an option of the {kind} model: remove it; "

@@ -99,10 +99,24 @@ class LitGPT(L.LightningModule):
         # earliest step of any rank is where it happened.
         step = int(self.trainer.strategy.reduce(self.first_nonfinite_step().clone(), reduce_op="min"))
         if step != NEVER:
-            raise NonFiniteLossError(
-                f"the training loss became NaN or infinite at step {step}: stopped without saving, so the "
-                f"checkpoints on disk are the last good ones; lower optimizer.lr or keep trainer.gradient_clip_val"
+            kept = (
+                "so the checkpoints on disk are the last good ones"
+                if self.saved_checkpoints()
+                else "and no checkpoint was written before it"
             )
+            raise NonFiniteLossError(
+                f"the training loss became NaN or infinite at step {step}: stopped without saving, {kept}; "
+                f"lower optimizer.lr or keep trainer.gradient_clip_val"
+            )
+
+    def saved_checkpoints(self) -> list[Path]:
+        """The checkpoint files of this run's checkpoint callbacks that are on disk (a NaN says whether any is)."""
+        folders = set()
+        for callback in self.trainer.checkpoint_callbacks:  # ModelCheckpoint's dirpath, LastCheckpoint's path
+            path = getattr(callback, "dirpath", None) or getattr(callback, "path", None)
+            if path is not None:
+                folders.add(Path(path) if getattr(callback, "dirpath", None) else Path(path).parent)
+        return [file for folder in folders for file in folder.glob("*.ckpt")]
 
     def _eval_step(self, split: str, batch: tuple[Tensor, Tensor]) -> None:
         x, y = batch  # (B, T) each
