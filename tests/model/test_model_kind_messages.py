@@ -5,9 +5,9 @@ Issue 37 item 19: `model=seed +model.num_layers=2` suggested `model=seed`, which
 
 import pytest
 
-from src.cli import compose
-from src.config import check_values
 from src.model.checks import InvalidModelConfig
+from src.run.cli import compose
+from src.run.config import check_values
 
 
 @pytest.mark.parametrize(
