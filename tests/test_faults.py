@@ -88,6 +88,25 @@ def test_a_signal_saves_a_checkpoint_and_resuming_replays_the_same_losses(tmp_pa
         assert losses[step] == pytest.approx(uninterrupted[step], abs=1e-6), step
 
 
+def test_resuming_muon_replays_the_same_losses(tmp_path):
+    """optimizer=muon: both states (Muon's momentum, AdamW's moments and step) come back exactly."""
+    straight = run_cli("train", *with_dropout(tmp_path / "a", tmp_path / "a" / "run", "optimizer=muon"))
+    assert straight.returncode == 0, straight.stderr[-2000:]
+    expected = dict(scalars(tmp_path / "a" / "run")["loss/train"])
+    run_dir = tmp_path / "b" / "run"
+    proc = start_training(*with_dropout(tmp_path / "b", run_dir, "optimizer=muon"))
+    wait_for_line(proc, "step     20 |")
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    resumed = run_cli("train", f"ckpt_path={run_dir}")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    losses = dict(scalars(run_dir)["loss/train"])
+    assert sorted(losses) == list(range(STEPS))
+    for step in range(STEPS):
+        assert losses[step] == pytest.approx(expected[step], abs=1e-6), step
+
+
 def test_kill_9_at_any_moment_leaves_a_loadable_checkpoint_and_last_resumes(tmp_path):
     log_dir, run_dir = tmp_path / "outputs", tmp_path / "outputs" / "run"
     no_media = ["callbacks.sample_text=null", "callbacks.attention_maps=null"]

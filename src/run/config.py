@@ -89,6 +89,21 @@ class SGDSchema:
 
 
 @dataclass
+class MuonSchema:
+    name: str = "muon"
+    lr: float = 0.02  # Muon's rate, for the hidden weight matrices
+    momentum: float = 0.95
+    nesterov: bool = True
+    ns_steps: int = 5
+    weight_decay: float = 0.0  # on the hidden weight matrices
+    adam_lr: float = 2e-3  # AdamW's rate, for the embeddings, the head, gains and biases
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.99])
+    warmup_steps: int = 100
+    min_lr: float = 2e-3  # the schedule ends at min_lr / lr of both rates
+    decay_steps: int | None = None
+
+
+@dataclass
 class SampleSchema:
     """The sample printed when training ends (max_new_tokens=0: none)."""
 
@@ -191,6 +206,7 @@ def register(config_name: str) -> None:
     store.store(group="model", name="seed_schema", node=SeedSchema)
     store.store(group="optimizer", name="adamw_schema", node=AdamWSchema)
     store.store(group="optimizer", name="sgd_schema", node=SGDSchema)
+    store.store(group="optimizer", name="muon_schema", node=MuonSchema)
     data = schema_of(ShakespeareDataModule, "DataSchema", skip=DATA_SET_BY_TRAIN, _target_="")
     store.store(group="data", name="data_schema", node=data)
     # Trainer(...) takes every key but the objects train() hands it itself.
@@ -214,7 +230,7 @@ def check_model(model: DictConfig) -> None:
     model_config(OmegaConf.to_container(model, resolve=True), vocab_size=2)
 
 
-OPTIMIZER_SCHEMAS = {"adamw": AdamWSchema, "sgd": SGDSchema}
+OPTIMIZER_SCHEMAS = {"adamw": AdamWSchema, "sgd": SGDSchema, "muon": MuonSchema}
 
 
 def check_optimizer(opt: DictConfig) -> None:
@@ -242,6 +258,11 @@ def check_optimizer(opt: DictConfig) -> None:
         rules.refuse("optimizer.betas", list(opt.betas), "two numbers in [0, 1), e.g. [0.9,0.99]")
     if "momentum" in opt:
         rules.finite("optimizer.momentum", opt.momentum, 0.0, "a finite number >= 0")
+    if name == "muon":
+        rules.finite("optimizer.adam_lr", opt.adam_lr, 0.0, "a positive finite number", strict=True)
+        rules.positive_int("optimizer.ns_steps", opt.ns_steps, "Newton-Schulz iterations, e.g. 5")
+        if not opt.momentum < 1:
+            rules.refuse("optimizer.momentum", opt.momentum, "in [0, 1) for Muon", "e.g. 0.95")
 
 
 def check_data(data: DictConfig, context_window: int) -> None:

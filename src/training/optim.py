@@ -1,4 +1,4 @@
-"""Optimizers and the learning-rate schedule: AdamW (or the notes' plain SGD), warmup + cosine."""
+"""Optimizers and the learning-rate schedule: AdamW (or the notes' plain SGD, or Muon), warmup + cosine."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ from torch import nn
 
 from src.model.layers import TokenAndPositionEmbedding
 from src.run.rules import ConfigError
+from src.training.muon import MuonWithAdamW
+
+HEADS = ("W_vocab", "W_out")  # the output layers: AdamW's under Muon, as in the reference implementations
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
@@ -22,6 +25,35 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, An
     for p in model.parameters():
         (decay if p.dim() >= 2 and id(p) not in embeddings else no_decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def muon_groups(model: nn.Module, cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Muon for the hidden weight matrices (W_Q, W_K, W_V, W_O, W_1, W_2, W_3); AdamW, without
+    decay, for the embeddings (E, E_V, learned positions), the head, gains and biases."""
+    hidden, rest = [], []
+    for name, p in model.named_parameters():
+        last = name.rsplit(".", 1)[-1]
+        (hidden if p.dim() == 2 and last.startswith("W_") and last not in HEADS else rest).append(p)
+    return [
+        {
+            "params": hidden,
+            "muon": True,
+            "lr": cfg["lr"],
+            "weight_decay": cfg.get("weight_decay", 0.0),
+            "momentum": cfg.get("momentum", 0.95),
+            "nesterov": cfg.get("nesterov", True),
+            "ns_steps": cfg.get("ns_steps", 5),
+        },
+        {"params": rest, "muon": False, "lr": cfg["adam_lr"], "weight_decay": 0.0, "betas": tuple(cfg["betas"])},
+    ]
+
+
+def group_rates(cfg: Mapping[str, Any]) -> list[tuple[float, float]]:
+    """(base learning rate, weight decay) of each parameter group, in the order build_optimizer makes them."""
+    decay = cfg.get("weight_decay", 0.0)
+    if cfg["name"] == "muon":
+        return [(cfg["lr"], decay), (cfg["adam_lr"], 0.0)]
+    return [(cfg["lr"], decay), (cfg["lr"], 0.0)]
 
 
 @dataclass
@@ -53,7 +85,9 @@ def build_optimizer(model: nn.Module, cfg: Mapping[str, Any]) -> torch.optim.Opt
         return torch.optim.AdamW(groups, lr=lr, betas=tuple(cfg.get("betas", (0.9, 0.999))), fused=fused or None)
     if name == "sgd":
         return torch.optim.SGD(groups, lr=lr, momentum=cfg.get("momentum", 0.0))
-    raise ConfigError(f"optimizer.name must be one of adamw, sgd, got {name!r}: choose it with optimizer=adamw")
+    if name == "muon":
+        return MuonWithAdamW(muon_groups(model, cfg))
+    raise ConfigError(f"optimizer.name must be one of adamw, sgd, muon, got {name!r}: choose it with optimizer=adamw")
 
 
 def build_schedule(optimizer: torch.optim.Optimizer, cfg: Mapping[str, Any]) -> torch.optim.lr_scheduler.LambdaLR:
@@ -72,14 +106,14 @@ def apply_settings(
     """
     lr = cfg["lr"]
     shape = WarmupCosine(cfg.get("warmup_steps", 0), cfg["decay_steps"], cfg.get("min_lr", lr) / lr)
+    rates = group_rates(cfg)
     schedule.lr_lambdas = [shape] * len(optimizer.param_groups)
-    schedule.base_lrs = [lr] * len(optimizer.param_groups)
-    decay = cfg.get("weight_decay", 0.0)
-    for group, group_decay in zip(optimizer.param_groups, (decay, 0.0), strict=True):
-        group["lr"] = lr * shape(schedule.last_epoch)
-        group["initial_lr"] = lr
-        group["weight_decay"] = group_decay
-        if "betas" in cfg:
+    schedule.base_lrs = [base for base, _ in rates]
+    for group, (base, decay) in zip(optimizer.param_groups, rates, strict=True):
+        group["lr"] = base * shape(schedule.last_epoch)
+        group["initial_lr"] = base
+        group["weight_decay"] = decay
+        if "betas" in cfg and not group.get("muon"):
             group["betas"] = tuple(cfg["betas"])
-        if "momentum" in cfg:
+        if "momentum" in cfg and (cfg["name"] != "muon" or group.get("muon")):
             group["momentum"] = cfg["momentum"]
