@@ -6,6 +6,7 @@ Nothing here imports Lightning: a page is made from the checkpoint, its text and
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import math
 import re
@@ -19,6 +20,7 @@ import torch
 from src.data.corpus import first_line, resolve_corpus
 from src.data.datamodule import split_lengths
 from src.data.token_cache import open_corpus
+from src.model.head_scores import KINDS, MEASURES, THRESHOLD, ProbeTooShort, probe_length, repeated_probe
 from src.model.language_model import count_parameters
 from src.run import rules
 from src.training.checkpoint import Trained, run_dir_of
@@ -26,6 +28,10 @@ from src.training.checkpoint import Trained, run_dir_of
 # float32 weights above this many bytes are stored as float16 by `weights=auto`, which keeps the
 # default model's page (0.70M parameters, 2.8 MB of float32) under 8 MB and halves larger ones.
 AUTO_FLOAT32_BYTES = 6_000_000
+# The run's stored attention maps (head_scores.json) get at most this many bytes of the page: a run
+# with many validations keeps every step's scores, and the maps of evenly spaced steps only.
+HEAD_MAPS_BYTES = 2_500_000
+HEAD_SCORES_FORMAT = "scratchgpt head scores 1"  # src/training/heads.py's FORMAT
 WEIGHT_DTYPES = ("auto", "float32", "float16")
 # "Where it fails" scores its excerpt in the browser: at most this many characters (at most 0.8 MB of
 # UTF-8 in the page, a tenth of its 8 MB budget; a 212 MB excerpt made a 220 MB page whose view threw
@@ -128,6 +134,45 @@ def run_title(run_dir: Path) -> str:
     return " ".join(parts[:2] + [f"job {job}" for job in parts[2:]])
 
 
+def head_payload(vocab_size: int, context_window: int, run_dir: Path) -> dict[str, Any] | None:
+    """What "What each head does" needs: the repeated probe that src/model/head_scores.py scores the
+    heads on (the training callback's default batch and seed, so the page's scores of this checkpoint
+    are the callback's), and the run's snapshots from its head_scores.json if it kept one."""
+    try:
+        n = probe_length(context_window)
+    except ProbeTooShort:
+        return None  # a window under 4: no probe, and the view says so
+    probe = repeated_probe(vocab_size, context_window)  # (16, 2n), seed 0
+    history = None
+    path = run_dir / "head_scores.json"
+    if path.is_file():
+        try:
+            stored = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            stored = None
+        if isinstance(stored, dict) and stored.get("format") == HEAD_SCORES_FORMAT and stored.get("snapshots"):
+            history = {**stored, "snapshots": thin_maps(stored["snapshots"], HEAD_MAPS_BYTES), "file": str(path)}
+    return {
+        "n": n,
+        "probe": probe.tolist(),
+        "kinds": list(KINDS),
+        "measures": list(MEASURES),
+        "threshold": THRESHOLD,
+        "history": history,
+    }
+
+
+def thin_maps(snapshots: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+    """Every snapshot's scores; the maps of the first, the last and evenly spaced ones between, as many
+    as fit in `budget` bytes of JSON. A snapshot whose maps were left out has "maps": null."""
+    size = max(len(json.dumps(s.get("maps"), separators=(",", ":"))) for s in snapshots)
+    keep = max(2, budget // max(size, 1))
+    if keep >= len(snapshots):
+        return snapshots
+    chosen = {round(k * (len(snapshots) - 1) / (keep - 1)) for k in range(keep)}
+    return [s if k in chosen else {**s, "maps": None} for k, s in enumerate(snapshots)]
+
+
 def page_payload(
     trained: Trained,
     checkpoint: Path,
@@ -152,4 +197,5 @@ def page_payload(
         "prompt": prompt if prompt is not None else first_line(text, trained.model.context_window),
         "excerpt": {"text": text, "source": source},
         "history": run_history(run_dir),
+        "heads": head_payload(trained.tokenizer.vocab_size, trained.model.context_window, run_dir),
     }

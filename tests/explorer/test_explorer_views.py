@@ -340,3 +340,68 @@ def test_the_views_inside_the_model_equal_pytorch(tmp_path, browser, name):
     assert score == pytest.approx((q @ k).item() / d_k**0.5, abs=6e-5)
     assert page.locator("#heads-side canvas.side-map").count() == INSIDE[name]["num_heads"]
     assert opened.errors == []
+
+
+# ---------------------------------------------------------------- what each head does (issue 32, part 5)
+
+
+def close(page_values: list, scores: torch.Tensor) -> bool:
+    return torch.allclose(torch.tensor(page_values, dtype=torch.float64), scores.double(), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("config", [GPT, SEED], ids=["gpt", "seed"])
+def test_the_pages_head_scores_equal_pythons(tmp_path, browser, config):
+    from src.model.head_scores import measure_heads, repeated_probe
+
+    checkpoint, page_file = make_page(tmp_path, config)
+    opened = open_page(browser, page_file)
+    got = opened.page.evaluate("window.scratchgpt.headScores()")
+    trained = load_trained(checkpoint)
+    expected = measure_heads(trained.model, repeated_probe(len(VOCAB), config["context_window"]))
+    for measure, scores in expected.scores.items():
+        assert close(got["scores"][measure], scores), measure
+    assert got["inContext"] == pytest.approx(expected.in_context, abs=1e-5)
+    assert got["kinds"] == expected.kinds()
+    # A bare checkpoint (no head_scores.json beside it) says why there is no time-lapse.
+    assert "kept no head scores" in opened.page.inner_text("#timelapse")
+    assert opened.page.locator("#step-slider").is_disabled()
+    assert opened.page.locator("table.job td").count() == len(expected.kinds()) * config["num_heads"]
+    opened.page.click("table.job td >> nth=1")  # layer 0, head 1: its map on the probe beside the one on your text
+    assert opened.page.locator("#job-maps canvas").count() == 2
+    assert "the same head on your text" in opened.page.inner_text("#job-maps")
+    assert opened.errors == []
+
+
+@pytest.mark.slow
+def test_the_time_lapse_replays_what_a_checkpoint_of_that_step_recomputes(trained, tmp_path, browser):
+    """Snapshot k of the run's head_scores.json, shown by the page, equals the scores and probe maps
+    recomputed from the checkpoint the run saved at step k (best.ckpt and last.ckpt)."""
+    from src.model.head_scores import measure_heads, repeated_probe
+
+    run_dir, _ = trained
+    page_file = write_explorer(run_dir / "checkpoints" / "last.ckpt", tmp_path / "page.html", tmp_path)
+    opened = open_page(browser, page_file)
+    page = opened.page
+    steps = page.evaluate("() => document.getElementById('step-slider').max")
+    assert int(steps) >= 2  # validations at 0, 20 and 40
+    for name in ["best.ckpt", "last.ckpt"]:
+        model_at_k = load_trained(run_dir / "checkpoints" / name)
+        frames = [page.evaluate("(k) => window.scratchgpt.timelapse(k)", k) for k in range(int(steps))]
+        k = next(k for k, f in enumerate(frames) if f["step"] == model_at_k.global_step)
+        shown = page.evaluate("(k) => window.scratchgpt.timelapse(k)", k)
+        assert f"step {model_at_k.global_step}:" in page.inner_text("#step-label")
+        probe = repeated_probe(model_at_k.tokenizer.vocab_size, model_at_k.model.context_window)
+        again = measure_heads(model_at_k.model, probe)
+        for measure, scores in again.scores.items():
+            assert close(shown["scores"][measure], scores), measure
+        assert shown["in_context"] == pytest.approx(again.in_context, abs=1e-5)
+        assert shown["kinds"] == again.kinds()
+        for layer, maps in enumerate(again.probe_maps):  # (h, 2n, 2n) per layer, the probe's first string
+            for head, weights in enumerate(maps):
+                rows = shown["maps"]["probe"][layer][head]
+                expected = [[round(1000 * w) for w in r[: i + 1]] for i, r in enumerate(weights.tolist())]
+                pairs = [(a, b) for r1, r2 in zip(rows, expected, strict=True) for a, b in zip(r1, r2, strict=True)]
+                assert all(abs(a - b) <= 1 for a, b in pairs)  # thousandths: a rounding apart at most
+        cells = page.locator("table.job td").all_inner_texts()
+        assert f"{again.scores['induction'][0, 0].item():.3f}" in cells[0]
+    assert opened.errors == []

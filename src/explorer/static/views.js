@@ -112,6 +112,7 @@ function update() {
   drawPicked();
   drawSelection();
   drawLens();
+  if (headsNow && state.frame === headFrames().length - 1) drawHeadJob(); // its map on your text
   drawButtons();
   $("timing").textContent = `every view drawn in ${(performance.now() - start).toFixed(0)} ms`;
 }
@@ -689,6 +690,147 @@ function drawQKV() {
   );
 }
 
+// ---------------------------------------------------------------- what each head does, and when
+
+const KIND_COLOURS = { previous_token: "#dbe7ff", duplicate_token: "#fde2c4", induction: "#d7f2dc", first_token: "#ece3f7" };
+const KIND_NAMES = { previous_token: "previous-token", duplicate_token: "duplicate-token", induction: "induction", first_token: "first-token" };
+const MEASURE_NAMES = { previous_token: "previous", duplicate_token: "duplicate", induction: "induction", first_token: "first", attention_distance: "distance" };
+let headsNow = null; // this checkpoint's scores, computed in the page once the views are drawn
+
+/** The scores of src/model/head_scores.py, from this page's forward pass over the payload's probe
+ *  (B rows of s s, n = context_window // 2): each a mean over the rows and the positions it names,
+ *    previous = A[i, i-1] (1 <= i < 2n), first = A[i, 0] (1 <= i < 2n), distance = sum_j A[i, j] (i - j) (all i),
+ *    duplicate = A[i, i-n], induction = A[i, i-n+1] (n <= i < 2n),
+ *  and in-context = mean CE_t over n < t < 2n minus over 0 < t < n. Computed in slices of ~30 ms. */
+function scoreHeads() {
+  const P = payload.heads, n = P.n, T = 2 * n, B = P.probe.length, V = model.vocabSize;
+  const L = model.config.kind === "seed" ? 1 : model.config.num_layers, H = model.numHeads;
+  const scores = Object.fromEntries(P.measures.map((m) => [m, Array.from({ length: L }, () => new Array(H).fill(0))]));
+  let inContext = 0, probeMaps = null, b = 0;
+  return new Promise((resolve) => {
+    function next() {
+      const until = performance.now() + 30;
+      while (b < B && performance.now() < until) {
+        const ids = P.probe[b], result = forward(model, ids);
+        result.attention.forEach((att, l) => att.heads.forEach((head, h) => {
+          const A = head.weights;
+          let prev = 0, first = 0, dist = 0, dup = 0, ind = 0;
+          for (let i = 1; i < T; i++) { prev += A[i * T + i - 1]; first += A[i * T]; }
+          for (let i = 0; i < T; i++) for (let j = 0; j <= i; j++) dist += A[i * T + j] * (i - j);
+          for (let i = n; i < T; i++) { dup += A[i * T + i - n]; ind += A[i * T + i - n + 1]; }
+          scores.previous_token[l][h] += prev / (T - 1) / B;
+          scores.first_token[l][h] += first / (T - 1) / B;
+          scores.attention_distance[l][h] += dist / T / B;
+          scores.duplicate_token[l][h] += dup / n / B;
+          scores.induction[l][h] += ind / n / B;
+        }));
+        const CE = (t) => -Math.log(softmax(row(result.logits, t - 1, V))[ids[t]]); // -log p(x_t | x_<t)
+        let early = 0, late = 0;
+        for (let t = 1; t < n; t++) early += CE(t) / (n - 1);
+        for (let t = n + 1; t < T; t++) late += CE(t) / (n - 1);
+        inContext += (late - early) / B;
+        if (b === 0) probeMaps = result.attention.map((att) => att.heads.map((head) => head.weights));
+        b++;
+      }
+      if (b < B) setTimeout(next, 0);
+      else resolve({ scores, kinds: kindsOf(scores), inContext, probeMaps });
+    }
+    setTimeout(next, 0);
+  });
+}
+
+/** Each head's kind: its strongest score among the kinds when at least the threshold, else null. */
+function kindsOf(scores) {
+  const { kinds, threshold } = payload.heads;
+  return scores[kinds[0]].map((layer, l) => layer.map((_, h) => {
+    let best = null, value = -Infinity;
+    for (const kind of kinds) if (scores[kind][l][h] > value) { value = scores[kind][l][h]; best = kind; }
+    return value >= threshold ? best : null;
+  }));
+}
+
+/** A stored map, [i][j <= i] in thousandths, as the (T, T) weights drawMap reads. */
+function storedMap(rows) {
+  const T = rows.length, A = new Float64Array(T * T);
+  rows.forEach((r, i) => r.forEach((w, j) => { A[i * T + j] = w / 1000; }));
+  return A;
+}
+
+/** The time-lapse's frames: each stored validation, then this checkpoint computed in the page (null). */
+function headFrames() {
+  const history = payload.heads.history;
+  return [...(history ? history.snapshots : []), null];
+}
+
+function drawTimelapse() {
+  const box = $("timelapse"), P = payload.heads;
+  if (!P) {
+    box.replaceChildren(el("p", { class: "hint" }, `The model's window (${T_MAX}) is too short for the repeated probe (two copies of at least 2 characters): no head scores.`));
+    return;
+  }
+  const frames = headFrames();
+  if (state.frame === undefined) state.frame = frames.length - 1;
+  const slider = el("input", { type: "range", id: "step-slider", min: 0, max: frames.length - 1, step: 1, "aria-label": "validation step" });
+  slider.value = state.frame;
+  slider.disabled = frames.length === 1;
+  slider.addEventListener("input", () => { state.frame = Number(slider.value); drawTimelapse(); drawHeadJob(); });
+  const frame = frames[state.frame];
+  const label = frame
+    ? `step ${frame.step}: validation ${state.frame + 1} of ${frames.length - 1} stored by the run` + (frame.val_loss !== null ? `, val loss ${frame.val_loss.toFixed(4)}` : "") + `, in-context ${fmt(frame.in_context)} (probe)` + (frame.in_context_text !== null && frame.in_context_text !== undefined ? `, ${fmt(frame.in_context_text)} (text)` : "")
+    : `this checkpoint (step ${payload.step}), computed in the page` + (headsNow ? `: in-context ${fmt(headsNow.inContext)} (probe: loss on the 2nd copy minus the 1st)` : ": scoring…");
+  const note = P.history
+    ? `The run's ${frames.length - 1} validations (${P.history.file}): slide to watch the heads form; the last position is this checkpoint.`
+    : "This checkpoint's run kept no head scores (no head_scores.json beside it: trained before the callback existed, or with callbacks.head_scores=null), so there is no time-lapse; the scores below are this checkpoint's, computed in the page.";
+  box.replaceChildren(el("p", { class: "hint", id: "timelapse-note" }, note), el("label", { class: "controls" }, "step ", slider, el("span", { id: "step-label" }, label)));
+}
+
+/** The layers x heads grid of the chosen frame, and the chosen head's maps. */
+function drawHeadJob() {
+  const P = payload.heads, grid = $("job-grid"), maps = $("job-maps");
+  if (!P) return;
+  const frame = headFrames()[state.frame];
+  const data = frame ?? headsNow;
+  if (!data) {
+    grid.replaceChildren(el("p", { class: "hint" }, "scoring this checkpoint's heads on the probe…"));
+    maps.replaceChildren();
+    return;
+  }
+  const [L, H] = [data.scores.induction.length, data.scores.induction[0].length];
+  const [sl, sh] = state.jobHead ?? [0, 0];
+  const table = el("table", { class: "job" });
+  table.append(el("tr", {}, el("th", {}, ""), ...Array.from({ length: H }, (_, h) => el("th", {}, `head ${h}`))));
+  for (let l = 0; l < L; l++) {
+    table.append(el("tr", {}, el("th", {}, `layer ${l}`), ...Array.from({ length: H }, (_, h) => {
+      const kind = data.kinds[l][h];
+      const text = P.measures.map((m) => `${MEASURE_NAMES[m].padEnd(9)} ${fmt(data.scores[m][l][h], m === "attention_distance" ? 2 : 3)}`).join("\n");
+      return el("td", { class: l === sl && h === sh ? "selected" : "", style: kind ? `background:${KIND_COLOURS[kind]}` : "", title: `layer ${l}, head ${h}: click for its maps`, onclick: () => { state.jobHead = [l, h]; drawHeadJob(); } },
+        el("div", { class: "kind" }, kind ? KIND_NAMES[kind] : "no kind"), el("div", { class: "scores" }, text));
+    })));
+  }
+  const swatches = P.kinds.map((k) => el("span", { class: "legend-swatch-box" }, el("span", { class: "legend-swatch", style: `background:${KIND_COLOURS[k]};border:1px solid #d0d5dd` }), KIND_NAMES[k]));
+  grid.replaceChildren(el("div", { class: "job-box" }, table), el("div", { class: "legend" }, ...swatches, el("span", {}, `(threshold ${P.threshold})`)));
+  const probeChars = P.probe[0].map((id) => model.vocab[id]);
+  const width = Math.max(180, Math.min(360, Math.floor(($("job-section").clientWidth - 40) / 2) - 12));
+  const figure = (weights, chars, caption) => {
+    const canvas = el("canvas", { class: "side-map" });
+    drawMap(canvas, weights, chars.length, null, chars, width);
+    return el("figure", { style: `max-width:${width + 4}px` }, canvas, el("figcaption", { class: "hint" }, caption));
+  };
+  const stripe = `an induction head draws a stripe n − 1 = ${P.n - 1} below the diagonal in the second half`;
+  const parts = [];
+  if (frame && frame.maps) {
+    const prompt = P.history.prompt;
+    parts.push(figure(storedMap(frame.maps.probe[sl][sh]), probeChars, `layer ${sl}, head ${sh} at step ${frame.step}, on the repeated probe: ${stripe}`));
+    parts.push(figure(storedMap(frame.maps.prompt[sl][sh]), Array.from(prompt.text), `the same head at step ${frame.step}, on the opening prompt`));
+  } else if (frame) {
+    parts.push(el("p", { class: "hint" }, `The maps of step ${frame.step} were left out to keep the page under 8 MB; its scores are all here.`));
+  } else {
+    parts.push(figure(headsNow.probeMaps[sl][sh], probeChars, `layer ${sl}, head ${sh} on the repeated probe (its first string, written twice): ${stripe}`));
+    if (current.result) parts.push(figure(current.result.attention[sl].heads[sh].weights, current.window, "the same head on your text"));
+  }
+  maps.replaceChildren(...parts);
+}
+
 // ---------------------------------------------------------------- logit lens
 
 function drawLens() {
@@ -950,6 +1092,16 @@ window.scratchgpt = {
     return a.result ? Array.from(nextTokenDistribution(a.logits, temperature, topK, topP)) : null;
   },
   excerpt: () => excerptScores.then((s) => ({ meanLoss: s.meanLoss, count: s.count })),
+  /** This checkpoint's head scores, computed in the page (a promise). */
+  headScores: () => headsScored.then((s) => s && { scores: s.scores, kinds: s.kinds, inContext: s.inContext }),
+  /** Show frame k of the time-lapse (the last: this checkpoint) and return what the view drew from. */
+  timelapse: (k) => {
+    state.frame = k;
+    drawTimelapse();
+    drawHeadJob();
+    const frame = headFrames()[k];
+    return frame ? { step: frame.step, scores: frame.scores, kinds: frame.kinds, in_context: frame.in_context, maps: frame.maps } : null;
+  },
   settled: () => new Promise((resolve) => setTimeout(resolve, 0)), // after the update typing scheduled
 };
 
@@ -964,5 +1116,12 @@ wireControls();
 drawLegends();
 drawAbout();
 update();
-window.scratchgpt.drawn = true; // every view but "Where it fails", which scores its excerpt in the background
+window.scratchgpt.drawn = true; // every view but "Where it fails" and the heads' scores, computed in the background
 drawFailures();
+drawTimelapse();
+drawHeadJob();
+const headsScored = payload.heads
+  ? Promise.resolve(excerptScores) // after the excerpt: one background job at a time
+      .then(() => scoreHeads())
+      .then((scores) => { headsNow = scores; drawTimelapse(); drawHeadJob(); return scores; })
+  : Promise.resolve(null);
