@@ -11,7 +11,7 @@ TORCH ?= torch==2.13.0
 CORPUS := data/tinyshakespeare/input.txt
 SHARED_CORPUS := ../shared/data/tinyshakespeare/input.txt
 
-.PHONY: train tensorboard test test-fast gpu-check lint lock corpus clean-outputs
+.PHONY: train tensorboard test test-fast gpu-check lint lock corpus clean-outputs exercise check-exercise train-exercise exercise-reset
 
 # torch through pip (the CPU build lies in pip's find-links here), everything else through uv at
 # the versions of constraints.txt: the versions the tests passed with, installed in parallel.
@@ -67,6 +67,23 @@ test-fast: $(BIN)/.installed corpus browser
 # NANOGPT=/path/to/nanoGPT runs its train.py beside experiment=nanogpt_gpu.
 gpu-check: $(BIN)/.installed corpus
 	@$(BIN)/python -m benchmarks.gpu_check $(if $(NANOGPT),--nanogpt $(NANOGPT))
+
+# The exercises (docs/learn.md): write a piece of the notes yourself, graded by the project's tests.
+#   make exercise NAME=attention         your copy in exercises/attention.py, its body removed
+#   make check-exercise NAME=attention   the project's tests for it, against your copy
+#   make train-exercise NAME=attention   train the notes' model with it, and with the reference
+#   make exercise-reset NAME=attention   start again (your version is kept as attention.py.old)
+exercise: $(BIN)/.installed
+	@$(BIN)/python -m src.exercises start $(NAME)
+
+check-exercise: $(BIN)/.installed corpus
+	@$(BIN)/python -m src.exercises check $(NAME)
+
+train-exercise: $(BIN)/.installed corpus
+	@$(BIN)/python -m src.exercises train $(NAME) $(ARGS)
+
+exercise-reset: $(BIN)/.installed
+	@$(BIN)/python -m src.exercises reset $(NAME)
 
 clean-outputs:
 	rm -rf outputs/20* outputs/multirun

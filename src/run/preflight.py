@@ -17,6 +17,7 @@ import errno
 import importlib
 import inspect
 import logging
+import os
 import re
 import shutil
 import tempfile
@@ -319,6 +320,10 @@ def plan(cfg: DictConfig) -> Plan:
     """Check a composed train config against everything it will meet; raise ConfigError naming the fix."""
     check_values(cfg)
     check_accelerator(cfg.trainer)
+    if os.environ.get("SCRATCHGPT_EXERCISES"):  # a learner's pieces of the notes, swapped in (docs/learn.md)
+        from src.exercises import use_selected
+
+        use_selected(cfg.model.fused)
     resume, checkpoint = None, None
     if cfg.ckpt_path is not None:  # before the text: a missing or broken checkpoint is the first thing to say
         from src.training.checkpoint import find_checkpoint, read_checkpoint  # only a resumed run reads one

@@ -1,0 +1,127 @@
+"""`python -m src.exercises [start|check|train|reset] NAME` (the Makefile: make exercise NAME=attention,
+make check-exercise, make train-exercise, make exercise-reset); no arguments lists the exercises."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from src.exercises import EXERCISES, ROOT, VARIABLE, exercise, learner_file, write
+from src.run.rules import ConfigError
+
+COMMANDS = ("start", "check", "train", "reset")
+# train: the notes' model (model=seed) on the plain path, short enough to compare in about a minute
+TRAINING = ("model=seed", "model.fused=false", "trainer.max_steps=500", "trainer.val_check_interval=250")
+
+
+def shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def listing() -> str:
+    lines = ["the exercises (make exercise NAME=<name>; docs/learn.md):"]
+    for name, ex in EXERCISES.items():
+        status = "started" if learner_file(name).is_file() else ""
+        lines.append(f"  {name:<14} {ex.step:<42} {len(ex.tests)} tests  {status}")
+    return "\n".join(lines)
+
+
+def mapped_tests(name: str) -> list[str]:
+    """The exercise's tests as pytest node ids: each file found by its basename under tests/."""
+    nodes = []
+    for test in exercise(name).tests:
+        basename, function = test.split("::")
+        found = sorted((ROOT / "tests").rglob(basename))
+        if len(found) != 1:
+            raise ConfigError(f"exercise {name}: tests/**/{basename} found {len(found)} times: the catalogue needs it")
+        nodes.append(f"{found[0].relative_to(ROOT)}::{function}")
+    return nodes
+
+
+def start(name: str) -> int:
+    path = learner_file(name)
+    if path.is_file():
+        print(f"{shown(path)} is there (your work, kept): open it; start again: make exercise-reset NAME={name}")
+        return 0
+    write(name)
+    ex = EXERCISES[name]
+    print(f"wrote {shown(path)}: the notes' step '{ex.step}', its body removed, the formula in its docstring")
+    print(f"write it, then: make check-exercise NAME={name}")
+    return 0
+
+
+def reset(name: str) -> int:
+    path = learner_file(name)
+    if path.is_file():
+        old = path.with_name(f"{path.name}.old")
+        path.replace(old)
+        print(f"your version is kept as {shown(old)}")
+    write(name)
+    print(f"wrote {shown(path)} blank again: make check-exercise NAME={name} once it is written")
+    return 0
+
+
+def started(name: str) -> None:
+    if not learner_file(name).is_file():
+        raise ConfigError(f"{shown(learner_file(name))} does not exist: start the exercise: make exercise NAME={name}")
+
+
+def check(name: str) -> int:
+    started(name)
+    command = [sys.executable, "-m", "pytest", "-p", "src.exercises.grading", "-o", "addopts="]
+    command += ["-p", "no:cacheprovider", "-q", "--tb=short", *mapped_tests(name)]
+    return subprocess.run(command, cwd=ROOT, env={**os.environ, VARIABLE: name}).returncode
+
+
+def train(name: str, overrides: list[str]) -> int:
+    """Train the same model twice, with the learner's piece and with the reference, and compare."""
+    started(name)
+    runs = ROOT / "outputs" / "exercises" / f"{name}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
+    losses = {}
+    for who in ("yours", "reference"):
+        env = {k: v for k, v in os.environ.items() if k != VARIABLE}
+        env.update({VARIABLE: name} if who == "yours" else {})
+        run_dir = runs / who
+        command = [sys.executable, "-m", "src.train", *TRAINING, "progress_bar=false", *overrides]
+        print(f"training with {'your' if who == 'yours' else 'the reference'} {name}: {shown(run_dir)}", flush=True)
+        done = subprocess.run([*command, f"hydra.run.dir={run_dir}"], cwd=ROOT, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            print(done.stdout[-2000:] + done.stderr[-3000:], file=sys.stderr)
+            return done.returncode
+        losses[who] = json.loads((run_dir / "result.json").read_text())["best_val_loss"]
+    difference = abs(losses["yours"] - losses["reference"])
+    print(f"best val loss: yours {losses['yours']:.6f}, the reference {losses['reference']:.6f}")
+    if difference <= 1e-6:
+        print("the same to 1e-6: your code computes what the reference computes")
+    else:
+        print(f"they differ by {difference:.2e}: your code computes something else (make check-exercise NAME={name})")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in COMMANDS or len(argv) < 2:
+        print(listing())
+        if argv and argv[0] not in COMMANDS:
+            print(f"error: unknown command {argv[0]!r}: use one of {', '.join(COMMANDS)}", file=sys.stderr)
+        elif argv:
+            print(f"error: {argv[0]} needs an exercise name: make ... NAME=<one of the above>", file=sys.stderr)
+        return 2 if argv else 0
+    command, name, rest = argv[0], argv[1], argv[2:]
+    try:
+        exercise(name)
+        if command == "train":
+            return train(name, rest)
+        if rest:
+            raise ConfigError(f"{command} takes one exercise name, got also {' '.join(rest)}")
+        return {"start": start, "check": check, "reset": reset}[command](name)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,62 @@
+"""A pytest plugin (`pytest -p src.exercises.grading`): the project's tests run against the learner's
+version of the exercises SCRATCHGPT_EXERCISES names, and a failure says which step of the notes it
+is, with the notes' formula; the summary says what to do next."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from src.exercises import EXERCISES, Exercise, learner_file, selected, use
+
+_chosen: list[Exercise] = []
+_failed: dict[str, list[tuple[str, str]]] = {}  # exercise -> [(test node id, first line of the error)]
+_passed: dict[str, int] = {}  # exercise -> tests passed
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any test module is collected, so that `from src.model... import X` in them gets yours."""
+    names = selected()
+    use(names)
+    _chosen[:] = [EXERCISES[n] for n in names]
+
+
+def owners(nodeid: str) -> list[Exercise]:
+    """The chosen exercises whose tests hold this node (by file basename and function)."""
+    file, _, rest = nodeid.partition("::")
+    test = f"{file.rsplit('/', 1)[-1]}::{rest.split('[')[0]}"
+    return [ex for ex in _chosen if test in ex.tests]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[Any]:
+    outcome = yield
+    report = outcome.get_result()
+    for ex in owners(item.nodeid):
+        if report.failed:
+            words = f"exercise {ex.name}: the notes' step '{ex.step}' is not right yet.\n\n{ex.notes}"
+            report.sections.append(("the notes", words))
+            message = call.excinfo.exconly().splitlines()[0] if call.excinfo else "failed"
+            _failed.setdefault(ex.name, []).append((item.nodeid, message))
+        elif report.when == "call" and report.passed:
+            _passed[ex.name] = _passed.get(ex.name, 0) + 1
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for ex in _chosen:
+        failed, passed = _failed.get(ex.name, []), _passed.get(ex.name, 0)
+        write = terminalreporter.write_line
+        write("")
+        if failed or not passed:
+            where = f"exercise {ex.name} ({learner_file(ex.name)})"
+            write(f"{where}: {len(failed)} test(s) fail at the notes' step '{ex.step}', {passed} pass:")
+            for nodeid, _ in failed:
+                write(f"  {nodeid.rsplit('/', 1)[-1]}")
+            for message in dict.fromkeys(message for _, message in failed):  # each error once
+                write(f"  {message[:300]}")
+            write(f"the notes' formula is in the docstring; run again: make check-exercise NAME={ex.name}")
+        else:
+            write(f"exercise {ex.name}: all {passed} tests of the notes' step '{ex.step}' pass with your code.")
+            write(f"Now train the model with it and compare with the reference: make train-exercise NAME={ex.name}")

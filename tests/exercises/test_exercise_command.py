@@ -1,0 +1,88 @@
+"""`python -m src.exercises` (make exercise, exercise-reset, check-exercise, train-exercise): what it writes,
+what it keeps, and what it refuses, in one line with exit status 2, never touching src/."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+
+import pytest
+
+from src.exercises import EXERCISES, source
+from src.exercises.__main__ import main
+from tests.helpers import ROOT
+
+
+def src_hashes() -> dict[str, str]:
+    files = [p for p in sorted((ROOT / "src").rglob("*")) if p.is_file() and "__pycache__" not in p.parts]
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+
+@pytest.fixture
+def mine(tmp_path, monkeypatch):
+    folder = tmp_path / "mine"
+    monkeypatch.setenv("SCRATCHGPT_EXERCISES_DIR", str(folder))
+    before = src_hashes()
+    yield folder
+    assert src_hashes() == before
+
+
+@pytest.mark.parametrize("command", ["start", "check", "train", "reset"])
+def test_an_unknown_exercise_is_refused_in_one_line(command, mine, capsys):
+    assert main([command, "flash_attention"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith("error: unknown exercise 'flash_attention': choose one of causal_mask, softmax, attention")
+    assert not mine.exists()
+
+
+def test_the_command_as_a_learner_types_it_refuses_an_unknown_name(mine):
+    result = subprocess.run(
+        [sys.executable, "-m", "src.exercises", "start", "flash"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr
+    assert result.stderr == (
+        "error: unknown exercise 'flash': choose one of causal_mask, softmax, attention, heads, layer_norm, "
+        "cross_entropy, positions, kv_cache\n"
+    )
+
+
+def test_start_writes_the_blank_keeps_the_learners_work_and_reset_starts_again(mine, capsys):
+    assert main(["start", "attention"]) == 0
+    path = mine / "attention.py"
+    blank = path.read_text()
+    assert blank == source("attention")
+    assert "scores  = Q K^T / sqrt(d_k)" in blank and "raise NotImplementedError(" in blank
+    assert "weights = softmax(scores" not in blank.split('"""')[-1]  # the body is gone, the formula stays
+    path.write_text(blank.replace("raise NotImplementedError(", "return Q, K  # mine\n    raise NotImplementedError("))
+    mine_now = path.read_text()
+    assert main(["start", "attention"]) == 0 and path.read_text() == mine_now  # never overwritten
+    assert "is there (your work, kept)" in capsys.readouterr().out
+    assert main(["reset", "attention"]) == 0
+    assert path.read_text() == blank and (mine / "attention.py.old").read_text() == mine_now
+
+
+def test_check_and_train_need_the_exercise_started(mine, capsys):
+    for command in ("check", "train"):
+        assert main([command, "softmax"]) == 2
+        assert "softmax.py does not exist: start the exercise: make exercise NAME=softmax" in capsys.readouterr().err
+
+
+def test_no_name_lists_the_exercises(mine, capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in EXERCISES)
+    assert main(["start"]) == 2
+    assert "start needs an exercise name" in capsys.readouterr().err
+
+
+def test_every_blank_and_every_solution_is_python_that_loads(mine):
+    for name in EXERCISES:
+        for solution in (False, True):
+            compile(source(name, solution), f"{name}.py", "exec")
+
+
+def test_the_learners_folder_is_ignored_by_git():
+    ignored = subprocess.run(["git", "check-ignore", "-q", "exercises/attention.py"], cwd=ROOT)
+    assert ignored.returncode == 0
