@@ -93,10 +93,10 @@ only when `dropout > 0 and training` (torch.nn.functional.dropout).""",
             "MultiHeadAttention",
             ("split_heads", "merge_heads"),
             """The notes: the h heads are slices of d_head = d_model / h columns. Split: reshape
-(B, T, d_model) -> (B, T, h, d_head), then transpose to (B, h, T, d_head), so each head is a batch
-of its own. Merge is the inverse, transpose back and reshape to (B, T, d_model): that is the
-concatenation of the heads, head 0's columns first. self.num_heads, self.d_head and self.d_model
-are set in __init__.""",
+(B, T, h * d_head) -> (B, T, h, d_head), then transpose to (B, h, T, d_head), so each head is a batch
+of its own (h = num_heads when given, else self.num_heads: keys and values may have fewer heads).
+Merge is the inverse, transpose back and reshape to (B, T, d_model): that is the concatenation of
+the heads, head 0's columns first. self.num_heads, self.d_head and self.d_model are set in __init__.""",
             (
                 "test_attention.py::test_heads_are_split_by_reshape_and_transpose",
                 "test_attention.py::test_multi_head_equals_separate_heads_concatenated",

@@ -62,8 +62,10 @@ def test_the_notes_notebook_prints_the_notes_numbers_and_trains_their_model(monk
 def test_the_run_notebook_opens_a_run_and_shows_its_curve_sample_page_and_attention(trained, monkeypatch):
     run_dir, _ = trained
     monkeypatch.setenv("SCRATCHGPT_RUN", str(run_dir))
-    which, curve, sample, page, attention = execute("02_your_run_inspected.ipynb")[2:]
+    which, curve, sample, page, attention, heads = execute("02_your_run_inspected.ipynb")[2:]
     assert f"checkpoint: {run_dir}/checkpoints/best.ckpt (step 40" in which
     assert "[image/png]" in curve and "[image/png]" in attention
     assert sample.startswith("ROMEO:") and len(sample.strip()) > 300
     assert "explore.html" in page and "[text/html]" in page
+    assert len(re.findall(r"^ +[01] +[01] ", heads, re.M)) == 4  # 2 layers x 2 heads, scored
+    assert re.search(r"in-context score on the probe: [-+]\d", heads)
