@@ -1,0 +1,234 @@
+"""Is a difference real? Compare configurations over seeds: mean, spread and Welch's t-test.
+
+    python -m src.compare outputs/multirun/2026-11-25/01-02-03            # one sweep, grouped by configuration
+    python -m src.compare RUN_DIR RUN_DIR ... SWEEP_DIR --target 1.88     # any runs and sweeps together
+
+Every run under the directories given (a run directory holds result.json; a sweep's jobs are found
+below it) is grouped by its configuration: its overrides without the seed, the output paths and
+Hydra's own keys. The first group found is the baseline (`--baseline TEXT` picks the group whose
+label contains TEXT); every other group is compared with it:
+
+    mean, sample standard deviation s, n runs
+    Welch's t = (mean_1 - mean_2) / sqrt(s_1^2 / n_1 + s_2^2 / n_2), its degrees of freedom by
+    Welch-Satterthwaite, and the two-sided p-value P(|T| >= |t|) of Student's t with them.
+
+With `--target`, each group is also held to the speedrun rule: is its mean below the target, and
+how sure (a one-sided t-test of mean < target; modded-nanogpt asks p < 0.01 for a record).
+
+A group of fewer than 2 runs has no spread and is refused, as are runs of different texts or
+validation splits (their losses are not comparable). Only the standard library: no scipy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+IGNORED_PREFIXES = ("seed", "paths.", "hydra.", "ckpt_path", "overwrite", "progress_bar", "explorer", "sample.")
+DATA_KEYS = ("path", "val_fraction", "test_fraction", "val_tokens")  # what a comparable val loss depends on
+
+
+class Refused(ValueError):
+    """Input the comparison cannot use; the message names the fix."""
+
+
+# ---------------------------------------------------------------------------- the statistics
+
+
+def _continued_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of the incomplete beta function (Numerical Recipes, betacf; Lentz's method)."""
+    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 500):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def incomplete_beta(a: float, b: float, x: float) -> float:
+    """I_x(a, b), the regularized incomplete beta function, for 0 <= x <= 1."""
+    if x <= 0.0 or x >= 1.0:
+        return 0.0 if x <= 0.0 else 1.0
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _continued_fraction(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _continued_fraction(b, a, 1.0 - x) / b
+
+
+def t_tail(t: float, df: float) -> float:
+    """P(T >= t) for Student's t with df degrees of freedom: I_{df/(df+t^2)}(df/2, 1/2) / 2 for t >= 0."""
+    tail = 0.5 * incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
+    return tail if t >= 0 else 1.0 - tail
+
+
+def welch(a: list[float], b: list[float]) -> tuple[float, float, float]:
+    """Welch's t-test of mean(a) == mean(b): (t, degrees of freedom, two-sided p-value)."""
+    var_a, var_b = statistics.variance(a) / len(a), statistics.variance(b) / len(b)  # s^2 / n
+    difference = statistics.fmean(a) - statistics.fmean(b)
+    if var_a + var_b == 0.0:
+        return (math.copysign(math.inf, difference) if difference else math.nan), math.nan, float(difference == 0)
+    t = difference / math.sqrt(var_a + var_b)
+    df = (var_a + var_b) ** 2 / (var_a**2 / (len(a) - 1) + var_b**2 / (len(b) - 1))  # Welch-Satterthwaite
+    return t, df, min(1.0, 2.0 * t_tail(abs(t), df))
+
+
+def below_target(values: list[float], target: float) -> float:
+    """One-sided p-value of a t-test that the mean of `values` is below `target`."""
+    n, mean, s = len(values), statistics.fmean(values), statistics.stdev(values)
+    if s == 0.0:
+        return 0.0 if mean < target else 1.0
+    return t_tail((target - mean) / (s / math.sqrt(n)), n - 1)
+
+
+# ---------------------------------------------------------------------------- the runs
+
+
+@dataclass
+class Run:
+    path: Path
+    configuration: tuple[str, ...]
+    value: float
+    data: tuple
+
+
+def configuration(overrides: list[str]) -> tuple[str, ...]:
+    """What sets a run apart: its overrides, less the seed and the keys that do not change the result."""
+    return tuple(o for o in overrides if not o.split("=", 1)[0].lstrip("+~").startswith(IGNORED_PREFIXES))
+
+
+def data_of(run_dir: Path) -> tuple:
+    """The text and validation split of a run, from its composed config (.hydra/config.yaml)."""
+    import yaml
+
+    config = run_dir / ".hydra" / "config.yaml"
+    if not config.is_file():
+        raise Refused(f"{run_dir} has no .hydra/config.yaml: give the directories that training wrote")
+    data = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("data") or {}
+    return tuple((key, data.get(key)) for key in DATA_KEYS)
+
+
+def find_runs(directories: list[Path], metric: str) -> list[Run]:
+    runs = []
+    for directory in directories:
+        if not directory.is_dir():
+            raise Refused(f"{directory} is not a directory: give run or sweep directories")
+        results = [directory / "result.json"] if (directory / "result.json").is_file() else []
+        results = results or sorted(directory.rglob("result.json"))
+        if not results:
+            raise Refused(f"{directory} holds no result.json: give the directories of finished runs or sweeps")
+        for result in results:
+            row = json.loads(result.read_text(encoding="utf-8"))
+            value = row.get(metric)
+            if row.get("status") != "ok" or not isinstance(value, (int, float)) or not math.isfinite(value):
+                continue  # a failed or unfinished run has no number to compare
+            overrides = configuration(row.get("overrides", []))
+            runs.append(Run(result.parent, overrides, float(value), data_of(result.parent)))
+    return runs
+
+
+def groups_of(runs: list[Run]) -> dict[tuple[str, ...], list[Run]]:
+    groups: dict[tuple[str, ...], list[Run]] = {}
+    for run in runs:
+        groups.setdefault(run.configuration, []).append(run)
+    a = runs[0] if runs else None
+    b = next((run for run in runs if run.data != a.data), None) if a else None
+    if a is not None and b is not None:  # the first run whose text or split differs from the first run's
+        key, x, y = next((k, x, y) for (k, x), (_, y) in zip(a.data, b.data, strict=True) if x != y)
+        raise Refused(
+            f"{a.path} and {b.path} differ in data.{key} ({x} vs {y}): "
+            f"losses on different texts or validation splits are not comparable"
+        )
+    for key, members in groups.items():
+        if len(members) < 2:
+            raise Refused(
+                f"the group {label(key)} has {len(members)} finished run ({members[0].path}): "
+                f"a spread needs at least 2 seeds; run more seeds (seed=1,2,3) or leave it out"
+            )
+    return groups
+
+
+def label(configuration: tuple[str, ...]) -> str:
+    return " ".join(configuration) or "(defaults)"
+
+
+# ---------------------------------------------------------------------------- the table
+
+
+def report(groups: dict[tuple[str, ...], list[Run]], baseline: str | None, target: float | None, metric: str) -> str:
+    keys = list(groups)
+    if baseline is not None:
+        chosen = [k for k in keys if baseline in label(k)]
+        if len(chosen) != 1:
+            raise Refused(
+                f"--baseline {baseline!r} matches {len(chosen)} groups: give text found in exactly one of "
+                + ", ".join(repr(label(k)) for k in keys)
+            )
+        keys.remove(chosen[0])
+        keys.insert(0, chosen[0])
+    base = [r.value for r in groups[keys[0]]]
+    lines = [
+        f"{metric} by configuration (baseline: {label(keys[0])}); p: Welch's two-sided t-test against the baseline",
+        "",
+        "| configuration | runs | mean | std | min | max | mean - baseline | p |"
+        + (f" below {target}: p (one-sided) |" if target is not None else ""),
+        "| --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if target is not None else ""),
+    ]
+    for i, key in enumerate(keys):
+        values = [r.value for r in groups[key]]
+        mean, std = statistics.fmean(values), statistics.stdev(values)
+        if i == 0:
+            versus = "| - | - |"
+        else:
+            _, _, p = welch(values, base)
+            versus = f"| {mean - statistics.fmean(base):+.4f} | {p:.3g} |"
+        spread = f"{mean:.4f} | {std:.4f} | {min(values):.4f} | {max(values):.4f}"
+        row = f"| {label(key)} | {len(values)} | {spread} {versus}"
+        if target is not None:
+            p_target = below_target(values, target)
+            verdict = "yes" if p_target < 0.01 else "not shown"
+            row += f" {verdict}: {p_target:.3g} |"
+        lines.append(row)
+    return "\n".join(lines)
+
+
+def refuse(message: str) -> NoReturn:
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m src.compare", description=__doc__.split("\n\n")[0])
+    parser.add_argument("directories", nargs="+", type=Path, help="run directories and sweep directories")
+    parser.add_argument("--target", type=float, help="the speedrun's target: is each group's mean below it?")
+    parser.add_argument("--baseline", help="text in the label of the group the others are compared with")
+    parser.add_argument("--metric", default="best_val_loss", help="a number of result.json (best_val_loss)")
+    args = parser.parse_args(argv)
+    if args.target is not None and not math.isfinite(args.target):
+        refuse(f"--target must be a finite number, got {args.target}")
+    try:
+        groups = groups_of(find_runs(args.directories, args.metric))
+        if not groups:
+            raise Refused(f"no finished run with a finite {args.metric} under {', '.join(map(str, args.directories))}")
+        print(report(groups, args.baseline, args.target, args.metric))
+    except (Refused, OSError, json.JSONDecodeError) as err:
+        refuse(" ".join(str(err).split()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""python -m src.compare: its statistics equal scipy's, its table groups runs by configuration,
+and it refuses what cannot be compared in one line."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from src.compare import below_target, incomplete_beta, welch
+from tests.helpers import run_cli
+
+FIXED = {  # best val losses of three configurations, 3 to 5 seeds, spreads far apart
+    "a": [1.8812, 1.8790, 1.8843, 1.8771],
+    "b": [1.8601, 1.8655, 1.8629],
+    "c": [1.8820, 1.8519, 1.9102, 1.8733, 1.8688],
+    "d": [1.8812, 1.8790, 1.8843, 1.8771],  # a copy of a: t = 0
+}
+
+
+@pytest.mark.parametrize("pair", [("a", "b"), ("a", "c"), ("b", "c"), ("c", "a"), ("a", "d")])
+def test_welch_equals_scipy(pair):
+    from scipy import stats
+
+    x, y = FIXED[pair[0]], FIXED[pair[1]]
+    t, df, p = welch(x, y)
+    expected = stats.ttest_ind(x, y, equal_var=False)
+    assert t == pytest.approx(expected.statistic, rel=1e-12, abs=1e-12)
+    assert p == pytest.approx(expected.pvalue, rel=1e-9, abs=1e-15)
+    assert df == pytest.approx(expected.df, rel=1e-12)
+
+
+def test_the_t_distribution_and_the_incomplete_beta_equal_scipy():
+    from scipy import special, stats
+
+    for a, b, x in [(0.5, 0.5, 0.3), (2.5, 0.5, 0.99), (10.0, 0.5, 0.01), (1.5, 0.5, 0.5), (30.0, 0.5, 0.9)]:
+        assert incomplete_beta(a, b, x) == pytest.approx(special.betainc(a, b, x), rel=1e-10, abs=1e-300)
+    for values, target in [(FIXED["b"], 1.88), (FIXED["c"], 1.88), (FIXED["a"], 1.88)]:
+        expected = stats.ttest_1samp(values, target, alternative="less").pvalue
+        assert below_target(values, target) == pytest.approx(expected, rel=1e-9)
+
+
+def fake_run(root: Path, name: str, loss: float, overrides: list[str], data_path: str | None = None) -> Path:
+    """A run directory as training leaves it, as far as the comparison reads it."""
+    run = root / name
+    (run / ".hydra").mkdir(parents=True)
+    data = {"path": data_path, "val_fraction": 0.1, "test_fraction": 0.0, "val_tokens": 120000, "batch_size": 32}
+    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"data": data, "seed": 1}))
+    result = {"overrides": overrides, "status": "ok", "best_val_loss": loss, "steps": 10}
+    (run / "result.json").write_text(json.dumps(result))
+    return run
+
+
+def sweep(root: Path, groups: dict[str, list[float]], key: str = "model.norm") -> Path:
+    """A sweep directory whose numbered jobs vary `key` over the groups and the seed."""
+    job = 0
+    for value, losses in groups.items():
+        for seed, loss in enumerate(losses):
+            fake_run(root, str(job), loss, [f"{key}={value}", f"seed={seed}", f"paths.log_dir={root}"])
+            job += 1
+    return root
+
+
+def table_rows(stdout: str) -> dict[str, list[str]]:
+    rows = [line.strip("|").split("|") for line in stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    return {cells[0].strip(): [c.strip() for c in cells[1:]] for cells in rows[1:]}
+
+
+def test_a_sweep_is_grouped_by_configuration_and_compared_with_the_baseline(tmp_path):
+    root = sweep(tmp_path / "multirun", {"layer": FIXED["a"], "rms": FIXED["b"]})
+    result = run_cli("compare", str(root), "--target", "1.88")
+    assert result.returncode == 0, result.stderr
+    rows = table_rows(result.stdout)
+    assert list(rows) == ["model.norm=layer", "model.norm=rms"]  # the seeds and output paths do not split groups
+    runs, mean, std = rows["model.norm=rms"][:3]
+    assert (runs, mean, std) == ("3", "1.8628", "0.0027")
+    p = welch(FIXED["b"], FIXED["a"])[2]
+    assert rows["model.norm=rms"][5:7] == [f"{1.8628333 - 1.8804:+.4f}", f"{p:.3g}"]
+    assert p < 0.001
+    assert rows["model.norm=rms"][7].startswith("yes: ")  # mean 1.863, surely below 1.88
+    assert rows["model.norm=layer"][7].startswith("not shown: ")  # mean 1.8804, not below 1.88
+
+
+def test_runs_and_sweeps_mix_and_the_baseline_can_be_chosen(tmp_path):
+    root = sweep(tmp_path / "sweep", {"rms": FIXED["b"]})
+    singles = [fake_run(tmp_path / "runs", f"r{i}", loss, [f"seed={i}"]) for i, loss in enumerate(FIXED["c"])]
+    result = run_cli("compare", str(root), *map(str, singles), "--baseline", "defaults")
+    assert result.returncode == 0, result.stderr
+    rows = table_rows(result.stdout)
+    assert list(rows) == ["(defaults)", "model.norm=rms"]
+    assert rows["(defaults)"][0] == "5"
+    assert re.search(r"baseline: \(defaults\)", result.stdout)
+
+
+@pytest.mark.parametrize(
+    "case,pattern",
+    [
+        ("one run", r"the group model.norm=rms has 1 finished run .*at least 2 seeds"),
+        ("another text", r"differ in data.path \(None vs .*other.txt\): losses on different texts"),
+        ("another split", r"differ in data.val_fraction"),
+        ("no runs", r"holds no result.json"),
+        ("missing", r"is not a directory"),
+        ("ambiguous baseline", r"--baseline 'model' matches 2 groups"),
+    ],
+)
+def test_what_cannot_be_compared_is_refused_in_one_line(tmp_path, case, pattern):
+    root = sweep(tmp_path / "sweep", {"layer": FIXED["a"], "rms": FIXED["b"][:1] if case == "one run" else FIXED["b"]})
+    args = [str(root)]
+    if case == "another text":
+        args += [str(fake_run(tmp_path / "x", f"r{i}", 1.9, [f"seed={i}"], "/data/other.txt")) for i in range(2)]
+    if case == "another split":
+        config = root / "0" / ".hydra" / "config.yaml"
+        config.write_text(config.read_text().replace("val_fraction: 0.1", "val_fraction: 0.2"))
+    if case == "no runs":
+        (tmp_path / "empty").mkdir()
+        args = [str(tmp_path / "empty")]
+    if case == "missing":
+        args = [str(tmp_path / "nowhere")]
+    if case == "ambiguous baseline":
+        args += ["--baseline", "model"]
+    result = run_cli("compare", *args)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert re.search(pattern, lines[0]), lines[0]
+    assert result.stdout == ""
