@@ -3,15 +3,17 @@
 Measured as a user meets the page, in Debian's Chromium on this machine: the file's size; from
 navigation start to the first next-character distribution drawn (the page's own performance
 mark: HTML and JSON parsed, weights decoded, a forward pass, the views drawn); one keystroke at
-a full window (an input event on the text box) until every view is redrawn and the next frame
-has been painted (two animation frames later), once "Where it fails" has scored its excerpt in the background (while it
-scores, a keystroke may also wait for the window being scored). For the default model and for
-the largest preset (`experiment=nanogpt_gpu`, stored as float16 by `weights=auto`), with each
-page's largest probability error against PyTorch's float32 forward pass.
+a full window (an input event on the text box), with the window's characters in the box and again
+with 20,000 characters in it (the model reads only the window: the time must not grow), until
+every view is redrawn and the next frame has been painted (two animation frames later), once
+"Where it fails" has scored its excerpt and "What each head does" its probe in the background
+(while they score, a keystroke may also wait for the ~30 ms slice being computed). For the
+default model and for the largest preset (`experiment=nanogpt_gpu`, stored as float16 by
+`weights=auto`), with each page's largest probability error against PyTorch's float32 forward pass.
 
 `--ckpt <run dir or .ckpt>` uses a trained checkpoint for the default model (else one with the
 untrained weights of the default config: the times do not depend on the weights, the float16
-error does). `--screenshots DIR` writes one PNG per view of that page instead.
+error does). `--screenshots DIR` writes one PNG per view of that page instead (and two at 420 px).
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ def measure(browser, page_file: Path, checkpoint: Path, text: str, rounds: int, 
         opened = open_page(browser, page_file, timeout_s=300)
         page = opened.page
         page.evaluate("window.scratchgpt.excerpt()")  # typing once "Where it fails" has scored its excerpt
+        page.evaluate("window.scratchgpt.headScores()")  # and the heads their probe, in the background too
         first.append(page.evaluate("performance.getEntriesByName('distribution-drawn')[0].startTime"))
         page.fill("#prompt", text[:window])  # a full window: every keystroke slides it
         page.evaluate("window.scratchgpt.settled()")
@@ -115,34 +118,50 @@ def measure(browser, page_file: Path, checkpoint: Path, text: str, rounds: int, 
 
 
 def screenshots(browser, page_file: Path, out: Path) -> list[Path]:
-    """One PNG per view, as a user sees it: a prompt typed, a query pinned, a character hovered."""
+    """One PNG per view, as a user sees it: a prompt typed, a query pinned, a character hovered, two
+    characters sampled; then the top of the page and the block view on a 420 px wide screen."""
     out.mkdir(parents=True, exist_ok=True)
-    opened = open_page(browser, page_file, width=1280, height=900)
-    page = opened.page
-    page.fill("#prompt", "ROMEO:\nO, she doth teach the torches to burn bright")
-    page.evaluate("window.scratchgpt.settled()")
-    page.fill("#top-k", "10")
-    page.click("#att-text .ch >> nth=-3")  # pin a query near the end
-    page.evaluate("window.scratchgpt.excerpt()")
     shots = []
-    for name, selector in [
-        ("text-and-next", "main"),
-        ("attention", "#attention-section"),
-        ("lens", "#lens-section"),
-        ("failures", "#fail-section"),
-        ("about", "#about-section"),
-    ]:
-        path = out / f"{name}.png"
-        if name == "failures":
-            page.hover("#fail-text .ch >> nth=120")
-        if name == "text-and-next":
-            page.evaluate("window.scrollTo(0, 0)")
-            box = page.locator("#next-section").bounding_box()
-            clip = {"x": 0, "y": 0, "width": 1280, "height": box["y"] + box["height"] + 10}
-            page.screenshot(path=str(path), clip=clip)
-        else:
-            page.locator(selector).screenshot(path=str(path))
-        shots.append(path)
+    for width in (1280, 420):
+        opened = open_page(browser, page_file, width=width, height=900)
+        page = opened.page
+        page.fill("#prompt", "ROMEO:\nO, she doth teach the torches to burn bright")
+        page.evaluate("window.scratchgpt.settled()")
+        page.fill("#top-k", "10")
+        page.evaluate("Math.random = () => 0.3")  # the same two characters sampled every time
+        page.click("#sample")
+        page.click("#sample")
+        page.click("#att-text .ch >> nth=-3")  # pin a query near the end
+        page.evaluate("window.scratchgpt.excerpt()")
+        page.evaluate("window.scratchgpt.headScores()")
+        views = [
+            ("text-and-next", "main"),
+            ("embedding", "#embed-section"),
+            ("block", "#block-section"),
+            ("attention", "#attention-section"),
+            ("heads-side-by-side", "#heads-section"),
+            ("qkv", "#qkv-section"),
+            ("what-each-head-does", "#job-section"),
+            ("lens", "#lens-section"),
+            ("failures", "#fail-section"),
+            ("about", "#about-section"),
+        ]
+        if width == 420:
+            views = [("phone-top", "main"), ("phone-block", "#block-section")]
+        for name, selector in views:
+            path = out / f"{name}.png"
+            if name == "failures":
+                page.hover("#fail-text .ch >> nth=120")
+            if selector == "main":
+                page.evaluate("window.scrollTo(0, 0)")
+                box = page.locator("#write-section" if width == 420 else "#next-section").bounding_box()
+                clip = {"x": 0, "y": 0, "width": width, "height": box["y"] + box["height"] + 10}
+                page.screenshot(path=str(path), clip=clip)
+            else:
+                page.locator(selector).screenshot(path=str(path))
+            shots.append(path)
+        assert opened.errors == [], opened.errors
+        page.close()
     return shots
 
 

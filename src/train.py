@@ -275,7 +275,7 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_pa
         log.info(f"see inside it: open {page.resolve().as_uri()}")
     # A sweep says it once, for all its jobs (SweepSummary); fast_dev_run and logger=null write no events.
     if not record.in_multirun() and any(isinstance(logger, TensorBoard) for logger in trainer.loggers):
-        log.info(f"watch it: {watch_command(cfg.paths.log_dir)}")
+        log.info(f"watch it: {watch_command(cfg.paths.log_dir, cfg.paths.output_dir)}")
     return best
 
 

@@ -61,10 +61,14 @@ def shown_path(path: str | Path) -> str:
         return str(absolute)
 
 
-def watch_command(log_dir: str | Path) -> str:
-    """The command that opens TensorBoard on log_dir, which works without activating the venv."""
+def watch_command(log_dir: str | Path, run_dir: str | Path | None = None) -> str:
+    """The command that opens TensorBoard, which works without activating the venv: on log_dir (every
+    run there, to compare), or on run_dir itself when hydra.run.dir put the run outside log_dir."""
     program = Path(sys.executable).with_name("tensorboard")
-    return f"{shown_path(program) if program.is_file() else 'tensorboard'} --logdir {shown_path(log_dir)}"
+    where = Path(log_dir)
+    if run_dir is not None and not Path(run_dir).absolute().is_relative_to(where.absolute()):
+        where = Path(run_dir)
+    return f"{shown_path(program) if program.is_file() else 'tensorboard'} --logdir {shown_path(where)}"
 
 
 def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
