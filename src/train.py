@@ -294,6 +294,10 @@ def continue_run(argv: list[str]) -> list[str]:
         print(f"SLURM requeued job {slurm_job()}: resuming its run {requeued}", file=sys.stderr)
         argv = [*(a for a in argv if not a.startswith("hydra.run.dir=")), quoted("ckpt_path", requeued)]
         given = [requeued]
+    rerun = rerun_to_resume(argv) if not given and requeued is None else None
+    if rerun is not None:  # the same command again into a run directory that holds its interrupted run
+        argv = [*(a for a in argv if not a.startswith("hydra.run.dir=")), quoted("ckpt_path", rerun)]
+        given = [str(rerun)]
     if not given or given[-1] in ("null", "") or any(a in ("-m", "--multirun") or "hydra.run.dir=" in a for a in argv):
         return argv
     from src.training.checkpoint import CheckpointError, find_checkpoint  # a run from scratch reads none
@@ -309,6 +313,63 @@ def continue_run(argv: list[str]) -> list[str]:
     previous = [o for o in OmegaConf.load(saved) if not o.startswith(("ckpt_path=", "hydra."))]
     typed = [a for a in argv if not a.startswith("ckpt_path=")]
     return [*previous, *typed, quoted("ckpt_path", checkpoint), quoted("hydra.run.dir", run_dir)]
+
+
+def typed_run_dir(argv: list[str]) -> Path | None:
+    run_dirs = [typed_value(a) for a in argv if a.startswith("hydra.run.dir=")]
+    return Path(run_dirs[-1]) if run_dirs else None
+
+
+def overwrite_typed(argv: list[str]) -> bool:
+    return any(typed_value(a).lower() == "true" for a in argv if a.lstrip("+").startswith("overwrite="))
+
+
+def rerun_to_resume(argv: list[str]) -> Path | None:
+    """The run directory to resume when a single run's command is typed again into the hydra.run.dir
+    that holds its interrupted run (the same hyperparameters; overwrite=true starts over instead),
+    else None: a rerun then continues where the run stopped, rather than overwriting its last.ckpt
+    from step 0. Said on stderr. Any other run there is refused by check_before_hydra."""
+    run_dir = typed_run_dir(argv)
+    if run_dir is None or "-m" in argv or "--multirun" in argv or overwrite_typed(argv) or rundir.launched_rank() != 0:
+        return None
+    if record.run_state(run_dir) != "interrupted" or not record.same_job(record.saved_overrides(run_dir), argv):
+        return None
+    print(
+        f"hydra.run.dir={run_dir} holds an interrupted run of this command: resuming it from its last.ckpt "
+        f"(overwrite=true starts over)",
+        file=sys.stderr,
+    )
+    return run_dir
+
+
+def check_rerun(run_dir: Path, cfg: DictConfig) -> None:
+    """A new run into a run directory that holds a finished run, or an interrupted run of other
+    hyperparameters, is refused (nothing is written); overwrite=true replaces it: its checkpoints,
+    events and result are removed before the new run starts."""
+    state = record.run_state(run_dir)
+    if state is None or cfg.ckpt_path is not None:
+        return
+    if cfg.overwrite:
+        import shutil
+
+        for name in ("checkpoints", "tensorboard"):
+            shutil.rmtree(run_dir / name, ignore_errors=True)
+        for name in (record.RESULT, "explore.html"):
+            (run_dir / name).unlink(missing_ok=True)
+        return
+    done = record.read_result(run_dir) or {}
+    if state == "finished":
+        loss = done.get("best_val_loss")
+        what = f"a finished run ({done.get('steps')} steps" + (f", best val loss {loss:.4f})" if loss else ")")
+        more = f"python -m src.train ckpt_path={run_dir} trainer.max_steps=<more>"
+    else:
+        theirs = " ".join(o for o in record.saved_overrides(run_dir) or [] if not o.startswith("hydra."))
+        what = f"an interrupted run of other settings ({theirs or 'the defaults'})"
+        more = f"python -m src.train ckpt_path={run_dir} (settings typed after it win)"
+    raise ConfigError(
+        f"hydra.run.dir={run_dir} holds {what}: kept; continue it with {more}, choose another "
+        f"hydra.run.dir, or add overwrite=true to replace it"
+    )
 
 
 def requeued_run(log_dir: str | Path) -> str | None:
@@ -353,6 +414,8 @@ def check_before_hydra(cfg: DictConfig, argv: list[str]) -> None:
     preflight.check_writable(run_dirs[-1] if run_dirs else cfg.paths.log_dir)
     if run_dirs and rank_zero_only.rank == 0:  # DDP's other ranks join the run that rank 0 holds
         rundir.check_not_in_use(run_dirs[-1])
+        if not cfg.overwrite:
+            check_rerun(Path(run_dirs[-1]), cfg)
     plan = checked[OmegaConf.to_yaml(cfg)] = preflight.plan(cfg)
     if run_dirs:
         preflight.check_free_space(cfg, plan.tokenizer.vocab_size, run_dirs[-1], "hydra.run.dir")
@@ -360,6 +423,8 @@ def check_before_hydra(cfg: DictConfig, argv: list[str]) -> None:
         preflight.check_free_space(cfg, plan.tokenizer.vocab_size, cfg.paths.log_dir, "paths.log_dir")
     if run_dirs and rank_zero_only.rank == 0:
         rundir.take_run_dir(run_dirs[-1])
+        if cfg.overwrite:  # the old run's files go, now that the directory is held
+            check_rerun(Path(run_dirs[-1]), cfg)
 
 
 def task(cfg: DictConfig) -> float | None:

@@ -81,8 +81,9 @@ def same_job(recorded: Sequence[str] | None, overrides: Sequence[str]) -> bool:
     """Whether a job directory's record is this job's: the same hyperparameters, wherever and however it
     ran (a record without overrides predates them: taken as this job's)."""
 
-    def hyperparameters(given: Sequence[str]) -> list[str]:
-        return sorted(o for o in given if not o.lstrip("+~").startswith(NOT_HYPERPARAMETERS))
+    def hyperparameters(given: Sequence[str]) -> dict[str, str]:  # the last of a key wins, as in Hydra
+        kept = [o for o in given if not o.lstrip("+~").startswith(NOT_HYPERPARAMETERS)]
+        return {o.split("=", 1)[0].lstrip("+"): o.split("=", 1)[-1] for o in kept}
 
     return recorded is None or hyperparameters(recorded) == hyperparameters(overrides)
 
@@ -109,5 +110,26 @@ def write_record(job_dir: Path, record: dict[str, Any]) -> None:
 def read_result(job_dir: Path) -> dict[str, Any] | None:
     try:
         return json.loads((job_dir / RESULT).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def run_state(run_dir: Path) -> str | None:
+    """What a run directory holds that a new run there would overwrite: "finished" (its result.json
+    says it ended), "interrupted" (a checkpoint without an end: stopped, killed, failed), or None
+    (nothing saved: a new run loses nothing)."""
+    done = read_result(run_dir)
+    if done is not None and not resumable(done) and done.get("status") != "failed":
+        return "finished"
+    if any((run_dir / "checkpoints" / name).is_file() for name in ("last.ckpt", "best.ckpt")):
+        return "interrupted"
+    return None
+
+
+def saved_overrides(run_dir: Path) -> list[str] | None:
+    """The overrides a run directory's run was started with (Hydra's .hydra/overrides.yaml), if any."""
+    saved = run_dir / ".hydra" / "overrides.yaml"
+    try:
+        return [str(o) for o in OmegaConf.load(saved)] if saved.is_file() else None
     except (OSError, ValueError):
         return None

@@ -21,6 +21,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
 from src.run.record import name_of, read_result, same_job, swept_keys
+from src.run.rules import RunDirInUse
+from src.run.rundir import lock_run_dir
 from src.sweeps.resources import sweep_size
 from src.training.signals import STOP_SIGNALS, exit_status
 
@@ -34,6 +36,7 @@ class ThisSweep:
     launched: dict[int, list[str]] = field(default_factory=dict)
     returned_none: set[int] = field(default_factory=set)
     stopped: str | None = None
+    lock: int | None = None  # the sweep directory's lock, held while this process lives
 
 
 SWEEP = ThisSweep()
@@ -54,6 +57,21 @@ def stop_sweep(signum: int, frame: Any) -> None:
         sys.stderr.flush()  # sweep would go on to launch its next job
         logging.shutdown()
         os._exit(stop.code if isinstance(stop.code, int) else 1)
+
+
+def hold_sweep_dir(sweep_dir: Path) -> None:
+    """Lock the sweep directory for this process's life (the kernel drops the lock when it ends, also
+    on kill -9): a second sweep into it while this one lives is refused in one line, before it reads
+    a live job's record as "interrupted" and resumes it, appending to its train.log and its .hydra/."""
+    try:
+        SWEEP.lock = lock_run_dir(sweep_dir)
+    except RunDirInUse:
+        print(
+            f"error: another sweep is running in hydra.sweep.dir={sweep_dir}: wait for it to end (rerunning "
+            f"the same command then resumes what it left), or choose another hydra.sweep.dir",
+            file=sys.stderr,
+        )
+        sys.exit(2)
 
 
 def other_jobs(config: DictConfig) -> list[tuple[int, str, str]]:
@@ -158,8 +176,9 @@ def stop_line(stopped: str, rows: list[dict[str, Any]], total: int) -> str:
 
 
 def start(config: DictConfig) -> None:
-    """As the multirun starts: refuse a grid whose directory holds another sweep's jobs (before Hydra
-    writes into it), then stop on SIGINT or SIGTERM between jobs."""
+    """As the multirun starts: refuse a sweep directory that another live sweep holds, and a grid whose
+    directory holds another sweep's jobs (before Hydra writes into it), then stop on a signal between jobs."""
+    hold_sweep_dir(Path(config.hydra.sweep.dir))
     other = other_jobs(config)
     if other:
         number, theirs, ours = other[0]

@@ -1,0 +1,34 @@
+"""One sweep per sweep directory while it lives."""
+
+import os
+import signal
+
+import pytest
+from omegaconf import OmegaConf
+
+from src.sweeps.summary import SWEEP, start
+from src.training.signals import STOP_SIGNALS
+
+
+def test_a_second_sweep_into_a_live_sweeps_directory_is_refused_in_one_line(tmp_path, capsys):
+    """Issue 37 item 17: of two identical sweeps started 1 s apart, the second said "was interrupted:
+    resuming it" about the first's live job, appended to its train.log and rewrote its .hydra/."""
+    config = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}, "sweeper": {}, "overrides": {"task": []}}})
+    handlers = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    try:
+        start(config)  # the first sweep, live
+        first = SWEEP.lock
+        with pytest.raises(SystemExit) as refused:
+            start(config)
+        assert refused.value.code == 2
+        assert capsys.readouterr().err.splitlines() == [
+            f"error: another sweep is running in hydra.sweep.dir={tmp_path}: wait for it to end (rerunning the "
+            f"same command then resumes what it left), or choose another hydra.sweep.dir"
+        ]
+        os.close(first)  # the first sweep ends
+        start(config)
+        os.close(SWEEP.lock)
+    finally:
+        SWEEP.config = SWEEP.lock = None
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
