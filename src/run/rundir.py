@@ -50,8 +50,29 @@ def run_folder(timestamped: str) -> str:
     return f"{launched[0]}/{launched[1]}" if launched is not None and launched[1] != "none" else timestamped
 
 
+# SLURM's step ids that are not an srun step: the batch script, the external container, salloc's shell.
+NOT_SRUN_STEPS = {"4294967294", "4294967295", "4294967293"}
+
+
+def started_by_srun() -> bool:
+    """Whether srun started this process as one task of a job step: srun sets SLURM_STEP_ID for its
+    tasks; an sbatch script or salloc's shell has none (or a step id of its own above 2**32 - 4)."""
+    step = os.environ.get("SLURM_STEP_ID", os.environ.get("SLURM_STEPID"))
+    return step is not None and step not in NOT_SRUN_STEPS
+
+
 def check_launched_run(run_dir_typed: bool) -> None:
-    """torchrun without --rdzv-id names every run 'none': its ranks could not find one run directory."""
+    """Ranks that could never meet: SLURM's variables promising tasks that srun did not start (Lightning
+    would wait forever for them), and torchrun without --rdzv-id, which names every run 'none' (its
+    ranks could not find one run directory)."""
+    tasks = os.environ.get("SLURM_NTASKS", "1")
+    interactive = os.environ.get("SLURM_JOB_NAME") in ("bash", "interactive")  # Lightning's own opt-out
+    if tasks.isdigit() and int(tasks) > 1 and not interactive and not started_by_srun():
+        raise ValueError(
+            f"SLURM promises {tasks} tasks (SLURM_NTASKS={tasks}), but srun did not start this process, so the "
+            f"other ranks would never come and the run would wait for them forever: start it with "
+            f"`srun python -m src.train ...` inside the job (or --ntasks=1 for one process)"
+        )
     launched = launched_run()
     if launched is not None and launched[1] == "none" and not run_dir_typed:
         raise ValueError(
