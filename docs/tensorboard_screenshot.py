@@ -71,9 +71,14 @@ def main() -> None:
             page.goto(f"{url}#{args.tab}")
             if args.tab == "timeseries":
                 page.wait_for_selector("card-view", timeout=60_000)
+            if args.tab in ("timeseries", "custom_scalars"):
+                page.wait_for_timeout(2_000)
                 outliers = page.get_by_label("Ignore outliers in chart scaling")
                 if outliers.count() and outliers.first.is_checked():
                     outliers.first.uncheck()  # with a few validations it clips loss/val's step-0 point
+                elif args.tab == "custom_scalars":  # its checkbox has no label element: click its text
+                    page.get_by_text("Ignore outliers in chart scaling").first.click()
+            if args.tab == "timeseries":
                 close = page.locator("button[aria-label='Close side pane']")
                 if close.count():
                     close.first.click()  # the settings pane opens by default and hides a third of the charts

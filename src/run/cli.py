@@ -149,6 +149,7 @@ def command_help(config_name: str) -> str:
 
 
 OmegaConf.register_new_resolver("command_help", command_help, replace=True)  # hydra.help.template uses it
+import src.data.generated  # noqa: E402, F401  (registers ${generated_text:NAME}, a text made with a fixed seed)
 
 
 def check_choices(overrides: list[str]) -> None:
