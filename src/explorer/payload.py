@@ -163,13 +163,15 @@ def head_payload(vocab_size: int, context_window: int, run_dir: Path) -> dict[st
 
 
 def thin_maps(snapshots: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
-    """Every snapshot's scores; the maps of the first, the last and evenly spaced ones between, as many
-    as fit in `budget` bytes of JSON. A snapshot whose maps were left out has "maps": null."""
+    """Every snapshot's scores; the maps of the last, the first and evenly spaced ones between, as many
+    as fit in `budget` bytes of JSON (none for a model whose maps of one step alone exceed it). A
+    snapshot whose maps were left out has "maps": null."""
     size = max(len(json.dumps(s.get("maps"), separators=(",", ":"))) for s in snapshots)
-    keep = max(2, budget // max(size, 1))
+    keep = budget // max(size, 1)
     if keep >= len(snapshots):
         return snapshots
-    chosen = {round(k * (len(snapshots) - 1) / (keep - 1)) for k in range(keep)}
+    last = len(snapshots) - 1
+    chosen = {last} if keep == 1 else {round(k * last / (keep - 1)) for k in range(keep)} if keep > 1 else set()
     return [s if k in chosen else {**s, "maps": None} for k, s in enumerate(snapshots)]
 
 
