@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import hydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -320,6 +320,23 @@ def check_command_line(
         check(cfg, argv)
 
 
+def escape_unencodable() -> None:
+    """Text the terminal's encoding cannot hold (CJK under LC_ALL=C, PYTHONIOENCODING=ascii) is written
+    escaped (`\\u65e5`), not lost: it was a UnicodeEncodeError traceback in the log, a missing sample,
+    and generate's `'ascii' codec can't encode` naming no key."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+
+
+def reader_gone() -> NoReturn:
+    """The reader of the output closed it (`generate ... | head -n 1`): not an error; stop quietly, with
+    stdout pointed at /dev/null so that the exit's flush does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(0)
+
+
 def command(
     config_name: str,
     task: Callable[[DictConfig], Any],
@@ -333,10 +350,13 @@ def command(
     """
     os.environ.setdefault("PROJECT_ROOT", str(PROJECT_ROOT))
     full_errors = os.environ.get("HYDRA_FULL_ERROR") == "1"
+    escape_unencodable()
 
     def guarded(cfg: DictConfig) -> Any:
         try:
             return task(cfg)
+        except BrokenPipeError:
+            reader_gone()
         except USER_ERRORS as err:
             if full_errors:
                 raise
@@ -348,6 +368,8 @@ def command(
             check_command_line(config_name, argv, check, check_sweep)  # not for --help, --cfg job, ...: nothing runs
         register(config_name)
         return hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name=config_name)(guarded)()
+    except BrokenPipeError:
+        reader_gone()
     except USER_ERRORS as err:
         if full_errors:
             raise

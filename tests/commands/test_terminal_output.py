@@ -7,15 +7,19 @@ ended its Markdown code block, so the rest rendered as Markdown (a remote <img> 
 
 import io
 import logging
+import os
+import subprocess
+import sys
 import unicodedata
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.util import tensor_util
 
 from src.data.tokenizer import PrintableStream, printable
-from tests.helpers import train_in_process
+from tests.helpers import ROOT, train_in_process
 
 # A text whose lines set the terminal's title, ring its bell, and hide a Markdown image after a lone \r.
 HOSTILE = "日本 ok \x1b]0;pwned\x07 fine\r![x](http://example.com/x.png) \x1b[31mred\x1b[0m\r\nnext line\n" * 80
@@ -43,27 +47,70 @@ def test_printable_text_keeps_every_visible_character_and_escapes_the_controls(p
     assert out.getvalue() == printable(text)
 
 
-def test_the_closing_sample_and_tensorboards_samples_escape_a_texts_control_characters(tmp_path, caplog):
+@pytest.fixture(scope="module")
+def hostile_run(tmp_path_factory):
+    """A tiny model trained on HOSTILE, and what its run logged."""
+    tmp_path = tmp_path_factory.mktemp("hostile")
     source = tmp_path / "hostile.txt"
     source.write_text(HOSTILE, encoding="utf-8", newline="")
     run = tmp_path / "run"
-    caplog.set_level(logging.INFO, logger="src.train")
-    train_in_process(
-        run,
-        f"data.path={source}",
-        "trainer.max_steps=30",
-        "trainer.val_check_interval=30",
-        "optimizer.lr=3e-2",
-        "sample.max_new_tokens=200",
-        "sample.temperature=0",
-        "callbacks.attention_maps=null",
-        "callbacks.sample_text.max_new_tokens=200",
-        "explorer=false",
-    )
-    sample = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("sample:"))
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logging.getLogger("src.train").addHandler(handler)
+    logging.getLogger("src.train").setLevel(logging.INFO)
+    try:
+        train_in_process(
+            run,
+            f"data.path={source}",
+            "trainer.max_steps=30",
+            "trainer.val_check_interval=30",
+            "optimizer.lr=3e-2",
+            "sample.max_new_tokens=200",
+            "sample.temperature=0",
+            "callbacks.attention_maps=null",
+            "callbacks.sample_text.max_new_tokens=200",
+            "explorer=false",
+        )
+    finally:
+        logging.getLogger("src.train").removeHandler(handler)
+    return run, [r.getMessage() for r in records]
+
+
+def test_the_closing_sample_and_tensorboards_samples_escape_a_texts_control_characters(hostile_run):
+    run, said = hostile_run
+    sample = next(m for m in said if m.startswith("sample:"))
     assert "\x1b" not in sample and "\\x1b" in sample and shown_safely(sample)
     events = EventAccumulator(str(run / "tensorboard"), size_guidance={"tensors": 0})
     events.Reload()
     for event in events.Tensors("samples/text_summary"):
         text = tensor_util.make_ndarray(event.tensor_proto).item().decode()
         assert shown_safely(text) and all(line.startswith("    ") for line in text.replace("\r\n", "\n").split("\n"))
+
+
+def test_generate_escapes_what_the_terminal_cannot_show_and_a_closed_pipe_is_not_an_error(hostile_run):
+    """Issue 37 items 15 and 19: under LC_ALL=C PYTHONIOENCODING=ascii generate said `'ascii' codec can't
+    encode` (no key, no fix); `generate ... | head -n 1` exited 2 with `error: [Errno 32] Broken pipe`."""
+    run, _ = hostile_run
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "src.generate",
+            f"ckpt_path={run}",
+            "prompt='日本'",
+            "max_new_tokens=20000",
+            "temperature=0",
+            "device=cpu",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "LC_ALL": "C", "PYTHONIOENCODING": "ascii", "PYTHONUNBUFFERED": "1"},
+    )
+    first = proc.stdout.readline().decode("ascii")  # ascii: nothing but ASCII came through
+    proc.stdout.close()  # as `head -n 1` does
+    stderr = proc.stderr.read().decode("ascii")
+    assert proc.wait(timeout=120) == 0, stderr
+    assert first.startswith("\\u65e5\\u672c") and "\x1b" not in first and shown_safely(first)
+    assert "error" not in stderr and "Traceback" not in stderr, stderr
