@@ -127,7 +127,11 @@ def test_a_seeded_sweep_shows_its_swept_keys_first_and_names_each_row_by_sweep_a
         assert [h.name for h in infos if h.differs] == ["model/embedding_dim", "seed"]  # the columns shown first
         assert [h.name for h in infos[:2]] == ["model/embedding_dim", "seed"]
     # summary.md's tokens/s is the whole run's, named so beside the validation lines' latest interval
-    assert "| tokens/s (run) |" in (sweep / "summary.md").read_text()
+    summary = (sweep / "summary.md").read_text()
+    assert "| tokens/s (run) |" in summary
+    # What each job's heads became, and their means over the seeds (src/training/heads.py's result.json)
+    assert "| heads of each kind | best induction | in-context |" in summary
+    assert summary.count("| prev ") == 4 and "mean best induction" in summary
 
 
 def test_plot_attention_writes_the_figure_for_any_prompt(trained, tmp_path):
