@@ -42,7 +42,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("src.run.resume",),  # what a resumed run checks of its checkpoint
     ("src.run.preflight", "src.run.cli"),  # the checks before a run; what every command shares
     ("src.run",),  # the harness' docstring: nothing to import
-    ("src.train", "src.evaluate", "src.generate", "src.plot_attention", "src.explore", "src.export"),  # the commands
+    # the commands
+    ("src.train", "src.evaluate", "src.generate", "src.plot_attention", "src.explore", "src.export", "src.compare"),
     ("benchmarks",),
     ("src", "tests"),  # unknown modules sit on top, so that they are seen
 ]
