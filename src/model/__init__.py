@@ -16,7 +16,7 @@ from src.model.attention import (
     scaled_dot_product_attention,
     softmax,
 )
-from src.model.checks import InvalidModelConfig
+from src.model.checks import InvalidModelConfig, unknown_key
 from src.model.gpt import GPT, GPTConfig
 from src.model.language_model import CausalLanguageModel, count_parameters
 from src.model.seed_gpt import SeedGPT, SeedGPTConfig
@@ -54,10 +54,7 @@ def model_config(config: Mapping[str, Any], vocab_size: int) -> GPTConfig | Seed
                 f"model.{unknown[0]} is an option of the {others[0]} model, not of the {kind} model: remove it, "
                 f"or choose model={others[0]}; the {kind} model's options are {', '.join(sorted(options_of(kind)))}"
             )
-        raise InvalidModelConfig(
-            f"model.{unknown[0]} is not an option of the {kind} model: remove it; "
-            f"its options are {', '.join(sorted(options_of(kind)))}"
-        )
+        unknown_key(f"model.{unknown[0]}", f"the {kind} model", sorted(options_of(kind)))
     return MODELS[kind][1](vocab_size=vocab_size, **options)  # __post_init__ checks each value
 
 

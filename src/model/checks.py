@@ -9,7 +9,7 @@ Each rule raises InvalidModelConfig (a ValueError): one line naming the key and 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn
 
 
@@ -22,6 +22,12 @@ Error = type[ValueError]
 
 def refuse(key: str, value: Any, must: str, fix: str = "", error: Error = InvalidModelConfig) -> NoReturn:
     raise error(f"{key} must be {must}, got {value!r}" + (f": {fix}" if fix else ""))
+
+
+def unknown_key(key: str, owner: str, options: Iterable[str], error: Error = InvalidModelConfig) -> NoReturn:
+    """The one refusal of a key that nothing reads (`+model.foo=1`), for the model, the optimizer, the
+    config's own keys and the classes a config instantiates (Hydra's misspelt keys: src/run/cli.py)."""
+    raise error(f"{key} is not an option of {owner}: remove it; its options are {', '.join(options)}")
 
 
 def is_int(value: Any) -> bool:

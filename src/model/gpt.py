@@ -61,7 +61,7 @@ class GPTConfig:
     positional: str = "sinusoidal"  # or "learned", or "rope" (rotary: nothing added to X)
     bias: bool = False  # biases in the projections and layer norms
     tie_weights: bool = True  # the LM head reuses the embedding matrix E
-    fused: bool = False  # PyTorch's fused kernels instead of the plain tensor math
+    fused: bool = True  # PyTorch's fused kernels; False: the plain tensor math (same numbers, slower)
     norm: str = "layer"  # or "rms"
     norm_gain: bool = True  # a learned gain after each norm
     activation: str = "gelu"  # or "relu2", "swiglu"

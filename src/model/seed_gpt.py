@@ -52,7 +52,7 @@ class SeedGPTConfig:
     init: str = "small"  # or "notes": E, W_Q, W_K, W_V, W_out drawn by torch.randn
     ln_affine: bool = True  # learned gain and bias after the layer norm
     embedding_scale: bool = True  # E[token] * sqrt(d) with sinusoidal positions
-    fused: bool = False
+    fused: bool = True  # PyTorch's fused kernels; False: the plain tensor math (same numbers, slower)
     norm: str = "layer"  # or "rms"
     qk_norm: bool = False
     num_kv_heads: int | None = None

@@ -27,6 +27,7 @@ from src.model.gpt import GPTConfig
 from src.model.seed_gpt import SeedGPTConfig
 from src.run import rules
 from src.run.rules import ConfigError
+from src.training.optim import OPTIMIZERS
 
 PRIMITIVES = (int, float, str, bool)
 
@@ -63,44 +64,6 @@ def schema_of(target: Callable, name: str, skip: tuple[str, ...] = (), **extra: 
 
 GPTSchema = schema_of(GPTConfig, "GPTSchema", skip=("vocab_size",), kind="gpt")
 SeedSchema = schema_of(SeedGPTConfig, "SeedSchema", skip=("vocab_size",), kind="seed")
-
-
-@dataclass
-class AdamWSchema:
-    name: str = "adamw"
-    lr: float = 2e-3
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.99])
-    weight_decay: float = 0.1
-    fused: bool = True
-    warmup_steps: int = 100
-    min_lr: float = 2e-4
-    decay_steps: int | None = None
-
-
-@dataclass
-class SGDSchema:
-    name: str = "sgd"
-    lr: float = 1e-3
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    warmup_steps: int = 0
-    min_lr: float = 1e-3
-    decay_steps: int | None = None
-
-
-@dataclass
-class MuonSchema:
-    name: str = "muon"
-    lr: float = 0.02  # Muon's rate, for the hidden weight matrices
-    momentum: float = 0.95
-    nesterov: bool = True
-    ns_steps: int = 5
-    weight_decay: float = 0.0  # on the hidden weight matrices
-    adam_lr: float = 2e-3  # AdamW's rate, for the embeddings, the head, gains and biases
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.99])
-    warmup_steps: int = 100
-    min_lr: float = 2e-3  # the schedule ends at min_lr / lr of both rates
-    decay_steps: int | None = None
 
 
 @dataclass
@@ -204,9 +167,8 @@ def register(config_name: str) -> None:
     store.store(name="train_schema", node=TrainSchema)
     store.store(group="model", name="gpt_schema", node=GPTSchema)
     store.store(group="model", name="seed_schema", node=SeedSchema)
-    store.store(group="optimizer", name="adamw_schema", node=AdamWSchema)
-    store.store(group="optimizer", name="sgd_schema", node=SGDSchema)
-    store.store(group="optimizer", name="muon_schema", node=MuonSchema)
+    for name, settings in OPTIMIZERS.items():  # the optimizers' settings, typed where they are used
+        store.store(group="optimizer", name=f"{name}_schema", node=settings)
     data = schema_of(ShakespeareDataModule, "DataSchema", skip=DATA_SET_BY_TRAIN, _target_="")
     store.store(group="data", name="data_schema", node=data)
     # Trainer(...) takes every key but the objects train() hands it itself.
@@ -230,26 +192,22 @@ def check_model(model: DictConfig) -> None:
     model_config(OmegaConf.to_container(model, resolve=True), vocab_size=2)
 
 
-OPTIMIZER_SCHEMAS = {"adamw": AdamWSchema, "sgd": SGDSchema, "muon": MuonSchema}
-
-
 def check_optimizer(opt: DictConfig) -> None:
     name = opt.name
-    rules.choice("optimizer.name", name, tuple(OPTIMIZER_SCHEMAS))
-    options = {f.name for f in dataclasses.fields(OPTIMIZER_SCHEMAS[name])}
-    anyones = {f.name for schema in OPTIMIZER_SCHEMAS.values() for f in dataclasses.fields(schema)}
+    rules.choice("optimizer.name", name, tuple(OPTIMIZERS))
+    options = {f.name for f in dataclasses.fields(OPTIMIZERS[name])}
+    anyones = {f.name for schema in OPTIMIZERS.values() for f in dataclasses.fields(schema)}
     unknown = sorted(set(opt) - anyones)
     if unknown:  # a key no optimizer has (`+optimizer.extra=0`)
-        raise ConfigError(
-            f"optimizer.{unknown[0]} is not an option of optimizer={name}: its options are {', '.join(sorted(options))}"
-        )
+        rules.unknown_key(f"optimizer.{unknown[0]}", f"optimizer={name}", sorted(options))
     if set(opt) != options:
         raise ConfigError(
             f"optimizer.name={name} keeps the options of another optimizer: "
             f"choose the optimizer with optimizer={name} instead, which brings its own options"
         )
     rules.finite("optimizer.lr", opt.lr, 0.0, "a positive finite number", strict=True)
-    rules.finite("optimizer.min_lr", opt.min_lr, 0.0, "a finite number >= 0")
+    if opt.min_lr is not None:
+        rules.finite("optimizer.min_lr", opt.min_lr, 0.0, "a finite number >= 0")
     rules.finite("optimizer.weight_decay", opt.weight_decay, 0.0, "a finite number >= 0 (0 turns decay off)")
     rules.non_negative_int("optimizer.warmup_steps", opt.warmup_steps)
     if opt.decay_steps is not None:
@@ -345,19 +303,19 @@ def check_precision(cfg: DictConfig) -> None:
         )
 
 
-def check_keys(prefix: str, node: DictConfig, schema: type) -> None:
+def check_keys(prefix: str, node: DictConfig, schema: type, owner: str) -> None:
     """Hydra's `+key=value` adds a key even to a schema's node: refuse one the schema does not have."""
     options = [f.name for f in dataclasses.fields(schema)]
     unknown = sorted(set(node) - set(options))
     if unknown:
-        raise ConfigError(f"{prefix}{unknown[0]} is not a key: remove it; the keys here are {', '.join(options)}")
+        rules.unknown_key(f"{prefix}{unknown[0]}", owner, options)
 
 
 def check_values(cfg: DictConfig) -> None:
     """Ranges and relations of a composed train config; raises ConfigError naming the key."""
-    check_keys("", cfg, TrainSchema)
-    check_keys("sample.", cfg.sample, SampleSchema)
-    check_keys("sweep.", cfg.sweep, SweepSchema)
+    check_keys("", cfg, TrainSchema, "the train config")
+    check_keys("sample.", cfg.sample, SampleSchema, "sample")
+    check_keys("sweep.", cfg.sweep, SweepSchema, "sweep")
     if not (rules.is_int(cfg.seed) and 0 <= cfg.seed < 2**32):
         rules.refuse("seed", cfg.seed, "an integer in [0, 2**32)")
     rules.choice("progress_bar", str(cfg.progress_bar).lower(), ("auto", "true", "false"))

@@ -40,7 +40,7 @@ from src.data.token_cache import EncodedCorpus, open_corpus
 from src.data.tokenizer import CharTokenizer, show_characters
 from src.model.checks import InvalidModelConfig
 from src.run.config import PRIMITIVES, ConfigError, check_values
-from src.run.rules import of_type, one_line, physical_memory, window_fits
+from src.run.rules import of_type, one_line, physical_memory, unknown_key, window_fits
 from src.training.checkpoint_io import AtomicCheckpointIO, what_is_kept
 
 PROMPTED_CALLBACKS = ("sample_text", "attention_maps", "head_scores")
@@ -216,10 +216,7 @@ def part(key: str, spec: Any, **given: Any) -> Any:
         options = [name for name in parameters if name not in given]
         unknown = [k for k in spec if k not in HYDRA_KEYS and k not in parameters]
         if unknown:
-            raise ConfigError(
-                f"{key}.{unknown[0]} is not an option of {cls.__name__}: remove it; "
-                f"its options are {', '.join(options)}"
-            )
+            unknown_key(f"{key}.{unknown[0]}", cls.__name__, options)
     try:
         return instantiate(spec, **given)
     except InstantiationException as err:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn
 
 from src.model import checks
@@ -36,6 +36,10 @@ def one_line(err: BaseException) -> str:
 
 def refuse(key: str, value: Any, must: str, fix: str = "") -> NoReturn:
     checks.refuse(key, value, must, fix, ConfigError)
+
+
+def unknown_key(key: str, owner: str, options: Iterable[str]) -> NoReturn:
+    checks.unknown_key(key, owner, options, ConfigError)
 
 
 def of_type(key: str, value: Any, kinds: tuple[type, ...], optional: bool = False) -> None:

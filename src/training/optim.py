@@ -1,10 +1,16 @@
-"""Optimizers and the learning-rate schedule: AdamW (or the notes' plain SGD, or Muon), warmup + cosine."""
+"""Optimizers and the learning-rate schedule: AdamW (or the notes' plain SGD, or Muon), warmup + cosine.
+
+AdamW, SGD and Muon below are each optimizer's settings with their defaults, written once: the
+config's schema is these classes (src/run/config.py), conf/optimizer/*.yaml only chooses one, and a
+config that leaves a key out (a test, a benchmark) gets the same default here.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -17,6 +23,66 @@ from src.training.muon import MuonWithAdamW
 HEADS = ("W_vocab", "W_out")  # the output layers: AdamW's under Muon, as in the reference implementations
 
 
+@dataclass
+class AdamW:
+    """AdamW with weight decay on the weight matrices only; linear warmup, then cosine decay to min_lr."""
+
+    name: str = "adamw"
+    lr: float = 2e-3
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.99])
+    weight_decay: float = 0.1
+    fused: bool = True  # one fused kernel for the whole update
+    warmup_steps: int = 100
+    min_lr: float = 2e-4
+    decay_steps: int | None = None  # null: trainer.max_steps
+
+
+@dataclass
+class SGD:
+    """The notes' plain gradient descent: theta <- theta - lr * grad, at a constant rate by default."""
+
+    name: str = "sgd"
+    lr: float = 1e-3
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    min_lr: float | None = None  # null: lr, a constant rate (conf/optimizer/sgd.yaml writes ${optimizer.lr})
+    decay_steps: int | None = None  # null: trainer.max_steps
+
+
+@dataclass
+class Muon:
+    """Muon (src/training/muon.py) for the hidden weight matrices, AdamW for the embeddings, the head,
+    gains and biases; warmup + cosine as AdamW's, the same shape for both rates."""
+
+    name: str = "muon"
+    lr: float = 0.02  # Muon's rate, for the hidden weight matrices
+    momentum: float = 0.95
+    nesterov: bool = True
+    ns_steps: int = 5
+    weight_decay: float = 0.0  # on the hidden weight matrices
+    adam_lr: float = 2e-3  # AdamW's rate, for the embeddings, the head, gains and biases
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.99])
+    warmup_steps: int = 100
+    min_lr: float = 2e-3  # the schedule ends at min_lr / lr of both rates
+    decay_steps: int | None = None  # null: trainer.max_steps
+
+
+Settings = AdamW | SGD | Muon
+OPTIMIZERS: dict[str, type[Settings]] = {"adamw": AdamW, "sgd": SGD, "muon": Muon}
+
+
+def settings(cfg: Mapping[str, Any]) -> Settings:
+    """cfg (the config's optimizer node, or any dict naming one) with every key it leaves out at its default."""
+    name = cfg["name"]
+    if name not in OPTIMIZERS:
+        raise ConfigError(
+            f"optimizer.name must be one of adamw, sgd, muon, got {name!r}: choose it with optimizer=adamw"
+        )
+    known = {f.name for f in dataclasses.fields(OPTIMIZERS[name])}
+    return OPTIMIZERS[name](**{k: v for k, v in cfg.items() if k in known})
+
+
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     """Weight decay on the weight matrices only: never on biases, norm gains or embeddings."""
     embeddings = {id(p) for m in model.modules() if isinstance(m, TokenAndPositionEmbedding) for p in m.parameters()}
@@ -27,7 +93,7 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, An
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def muon_groups(model: nn.Module, cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
+def muon_groups(model: nn.Module, opt: Muon) -> list[dict[str, Any]]:
     """Muon for the hidden weight matrices (W_Q, W_K, W_V, W_O, W_1, W_2, W_3); AdamW, without
     decay, for the embeddings (E, E_V, learned positions), the head, gains and biases."""
     hidden, rest = [], []
@@ -38,22 +104,21 @@ def muon_groups(model: nn.Module, cfg: Mapping[str, Any]) -> list[dict[str, Any]
         {
             "params": hidden,
             "muon": True,
-            "lr": cfg["lr"],
-            "weight_decay": cfg.get("weight_decay", 0.0),
-            "momentum": cfg.get("momentum", 0.95),
-            "nesterov": cfg.get("nesterov", True),
-            "ns_steps": cfg.get("ns_steps", 5),
+            "lr": opt.lr,
+            "weight_decay": opt.weight_decay,
+            "momentum": opt.momentum,
+            "nesterov": opt.nesterov,
+            "ns_steps": opt.ns_steps,
         },
-        {"params": rest, "muon": False, "lr": cfg["adam_lr"], "weight_decay": 0.0, "betas": tuple(cfg["betas"])},
+        {"params": rest, "muon": False, "lr": opt.adam_lr, "weight_decay": 0.0, "betas": tuple(opt.betas)},
     ]
 
 
-def group_rates(cfg: Mapping[str, Any]) -> list[tuple[float, float]]:
+def group_rates(opt: Settings) -> list[tuple[float, float]]:
     """(base learning rate, weight decay) of each parameter group, in the order build_optimizer makes them."""
-    decay = cfg.get("weight_decay", 0.0)
-    if cfg["name"] == "muon":
-        return [(cfg["lr"], decay), (cfg["adam_lr"], 0.0)]
-    return [(cfg["lr"], decay), (cfg["lr"], 0.0)]
+    if isinstance(opt, Muon):
+        return [(opt.lr, opt.weight_decay), (opt.adam_lr, 0.0)]
+    return [(opt.lr, opt.weight_decay), (opt.lr, 0.0)]
 
 
 @dataclass
@@ -78,22 +143,22 @@ class WarmupCosine:
 
 
 def build_optimizer(model: nn.Module, cfg: Mapping[str, Any]) -> torch.optim.Optimizer:
-    name, lr = cfg["name"], cfg["lr"]
-    groups = parameter_groups(model, cfg.get("weight_decay", 0.0))
-    if name == "adamw":
-        fused = cfg.get("fused", True)
-        return torch.optim.AdamW(groups, lr=lr, betas=tuple(cfg.get("betas", (0.9, 0.999))), fused=fused or None)
-    if name == "sgd":
-        return torch.optim.SGD(groups, lr=lr, momentum=cfg.get("momentum", 0.0))
-    if name == "muon":
-        return MuonWithAdamW(muon_groups(model, cfg))
-    raise ConfigError(f"optimizer.name must be one of adamw, sgd, muon, got {name!r}: choose it with optimizer=adamw")
+    opt = settings(cfg)
+    if isinstance(opt, Muon):
+        return MuonWithAdamW(muon_groups(model, opt))
+    groups = parameter_groups(model, opt.weight_decay)
+    if isinstance(opt, AdamW):
+        return torch.optim.AdamW(groups, lr=opt.lr, betas=tuple(opt.betas), fused=opt.fused or None)
+    return torch.optim.SGD(groups, lr=opt.lr, momentum=opt.momentum)
+
+
+def schedule_shape(opt: Settings, decay_steps: int) -> WarmupCosine:
+    min_lr = opt.lr if opt.min_lr is None else opt.min_lr
+    return WarmupCosine(opt.warmup_steps, decay_steps, min_lr / opt.lr)
 
 
 def build_schedule(optimizer: torch.optim.Optimizer, cfg: Mapping[str, Any]) -> torch.optim.lr_scheduler.LambdaLR:
-    min_lr, lr = cfg.get("min_lr", cfg["lr"]), cfg["lr"]
-    shape = WarmupCosine(cfg.get("warmup_steps", 0), cfg["decay_steps"], min_lr / lr)
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, shape)
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, schedule_shape(settings(cfg), cfg["decay_steps"]))
 
 
 def apply_settings(
@@ -104,16 +169,16 @@ def apply_settings(
     Resuming restores the saved param groups and schedule, which would silently keep the old
     settings: the ones typed now win, and the cosine is planned to cfg["decay_steps"].
     """
-    lr = cfg["lr"]
-    shape = WarmupCosine(cfg.get("warmup_steps", 0), cfg["decay_steps"], cfg.get("min_lr", lr) / lr)
-    rates = group_rates(cfg)
+    opt = settings(cfg)
+    shape = schedule_shape(opt, cfg["decay_steps"])
+    rates = group_rates(opt)
     schedule.lr_lambdas = [shape] * len(optimizer.param_groups)
     schedule.base_lrs = [base for base, _ in rates]
     for group, (base, decay) in zip(optimizer.param_groups, rates, strict=True):
         group["lr"] = base * shape(schedule.last_epoch)
         group["initial_lr"] = base
         group["weight_decay"] = decay
-        if "betas" in cfg and not group.get("muon"):
-            group["betas"] = tuple(cfg["betas"])
-        if "momentum" in cfg and (cfg["name"] != "muon" or group.get("muon")):
-            group["momentum"] = cfg["momentum"]
+        if isinstance(opt, (AdamW, Muon)) and not group.get("muon"):
+            group["betas"] = tuple(opt.betas)
+        if isinstance(opt, SGD) or (isinstance(opt, Muon) and group.get("muon")):
+            group["momentum"] = opt.momentum
