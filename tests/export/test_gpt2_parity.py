@@ -52,7 +52,7 @@ def trained_gpt(positional: str, heads: int, tied: bool, bias: bool = False, **o
         positional=positional,
         tie_weights=tied,
         bias=bias,
-        **options,
+        **{"fused": False, **options},  # the plain path, as the references compute it
     )
     model = GPT(cfg).eval()
     with torch.no_grad():
