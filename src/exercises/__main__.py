@@ -80,7 +80,8 @@ def check(name: str) -> int:
 def train(name: str, overrides: list[str]) -> int:
     """Train the same model twice, with the learner's piece and with the reference, and compare."""
     started(name)
-    runs = ROOT / "outputs" / "exercises" / f"{name}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
+    log_dir = next((o.split("=", 1)[1] for o in overrides if o.startswith("paths.log_dir=")), ROOT / "outputs")
+    runs = Path(log_dir) / "exercises" / f"{name}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
     losses = {}
     for who in ("yours", "reference"):
         env = {k: v for k, v in os.environ.items() if k != VARIABLE}

@@ -4,14 +4,15 @@ what it keeps, and what it refuses, in one line with exit status 2, never touchi
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 import sys
 
 import pytest
 
-from src.exercises import EXERCISES, source
+from src.exercises import EXERCISES, source, write
 from src.exercises.__main__ import main
-from tests.helpers import ROOT
+from tests.helpers import ROOT, tiny_training
 
 
 def src_hashes() -> dict[str, str]:
@@ -86,3 +87,26 @@ def test_every_blank_and_every_solution_is_python_that_loads(mine):
 def test_the_learners_folder_is_ignored_by_git():
     ignored = subprocess.run(["git", "check-ignore", "-q", "exercises/attention.py"], cwd=ROOT)
     assert ignored.returncode == 0
+
+
+@pytest.mark.slow  # three tiny trainings as processes
+def test_train_exercise_compares_the_learners_run_with_the_reference(mine, tmp_path):
+    """make train-exercise NAME=attention: with the reference's code in the learner's file both runs
+    end at the same val loss; with the blank, the learner's run stops naming the notes' step."""
+    tiny = [a for a in tiny_training(tmp_path / "runs") if not a.startswith("model.num_layers")]  # model=seed
+
+    def train() -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "src.exercises", "train", "attention", *tiny]
+        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
+
+    write("attention", solution=True)
+    result = train()
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    losses = re.search(r"best val loss: yours (\S+), the reference (\S+)\n", result.stdout)
+    assert losses and losses.group(1) == losses.group(2), result.stdout
+    assert "the same to 1e-6: your code computes what the reference computes" in result.stdout
+    assert len(list((tmp_path / "runs" / "exercises").glob("attention_*/*/result.json"))) == 2
+    write("attention")
+    result = train()
+    assert result.returncode != 0
+    assert "NotImplementedError: exercise attention, the notes' step 'scaled dot-product attention'" in result.stderr
