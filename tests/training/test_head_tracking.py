@@ -89,3 +89,14 @@ def test_bad_head_score_settings_are_one_line_and_write_nothing(tmp_path, overri
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr[-2000:]
     assert re.search(pattern, lines[0]), lines[0]
     assert not (tmp_path / "outputs").exists() or not any((tmp_path / "outputs").rglob("*.json"))
+
+
+def test_a_resumed_run_keeps_the_snapshots_before_its_step_and_carries_on(tmp_path):
+    run = tmp_path / "run"
+    train_in_process(run, "trainer.max_steps=20")
+    before = json.loads((run / "head_scores.json").read_text())["snapshots"]
+    assert [s["step"] for s in before] == [0, 20]
+    train_in_process(run, "trainer.max_steps=40", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}")
+    after = json.loads((run / "head_scores.json").read_text())["snapshots"]
+    assert [s["step"] for s in after] == [0, 20, 40]  # no second step 0: a resumed run does not validate there
+    assert after[:2] == before
