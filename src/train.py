@@ -164,10 +164,42 @@ def train(cfg: DictConfig) -> float:
                     fail(f"{stop}; {requeue_preempted(cfg, run_dir, resume, trainer.is_global_zero)}", status)
                 fail(f"{stop}; resume with: {resume}", status=status)
             fail(f"{stop}: run the command again to start over", status=status)
+        except RuntimeError as err:
+            if trainer.world_size == 1 or not peer_lost(err):
+                raise
+            fail(lost_rank(trainer, run_dir, err), status=1)
         except OSError as err:  # a checkpoint's own message already says what it needed and what is kept
             if err.errno not in preflight.DISK_FULL or isinstance(err, CheckpointWriteError):
                 raise
             fail(preflight.disk_full(cfg, plan.tokenizer.vocab_size, run_dir, err))
+
+
+# What gloo and NCCL say when the process of another rank is gone (killed, crashed, its machine down).
+PEER_LOST = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "Broken pipe",
+    "Socket Timeout",
+    "communicator was aborted",
+)
+
+
+def peer_lost(err: RuntimeError) -> bool:
+    return any(words in str(err) for words in PEER_LOST)
+
+
+def lost_rank(trainer: Any, run_dir: Path, err: RuntimeError) -> str:
+    """One line for a rank whose peer died under DDP: which rank was lost, at which step, what is kept."""
+    world, me = trainer.world_size, trainer.global_rank
+    who = f"rank {1 - me} of 2" if world == 2 else f"another of the {world} ranks (this is rank {me})"
+    cause = next(words for words in PEER_LOST if words in str(err))
+    last = run_dir / "checkpoints" / "last.ckpt"
+    kept = (
+        f"the newest checkpoint, {last}, is intact; resume with: python -m src.train ckpt_path={run_dir}"
+        if last.is_file()
+        else "no checkpoint was written yet: run the command again to start over"
+    )
+    return f"{who} ended at step {trainer.global_step} (its process is gone: {cause}): {kept}"
 
 
 def requeue_preempted(cfg: DictConfig, run_dir: Path, resume: str, rank_zero: bool) -> str:
