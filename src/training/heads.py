@@ -183,8 +183,8 @@ class TrackHeads(L.Callback):
         )
 
     def draw_glance(self, trainer: L.Trainer, result: HeadScores) -> None:
-        writer = next((lg.experiment for lg in trainer.loggers if isinstance(lg, TensorBoard)), None)
-        if writer is None:
+        loggers = [logger for logger in trainer.loggers if hasattr(logger, "log_picture")]  # as media_loggers
+        if not loggers:
             return
         from src.plots import HeadsFigure  # matplotlib, only once there is a figure to draw
 
@@ -192,7 +192,8 @@ class TrackHeads(L.Callback):
             layers, heads = result.scores["induction"].shape
             self.figure = HeadsFigure(layers, heads)
         image = self.figure.render(result, f"heads at step {trainer.global_step}")
-        writer.add_image(GLANCE_TAG, image, trainer.global_step, dataformats="HWC")
+        for logger in loggers:
+            logger.log_picture(GLANCE_TAG, image, trainer.global_step)
 
     def summary(self) -> dict[str, Any] | None:
         """result.json's "heads": the last validation's counts and best scores, and every head's scores."""

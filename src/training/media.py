@@ -1,24 +1,19 @@
-"""What the model writes and where it looks, logged to TensorBoard at every validation."""
+"""What the model writes and where it looks, logged at every validation (to TensorBoard and the other loggers)."""
 
 from __future__ import annotations
 
 import lightning as L
 import torch
-from lightning.pytorch.loggers import TensorBoardLogger
 
-from src.data.tokenizer import printable
 from src.run.rules import sample_fits, sampling
 from src.training.tensorboard import ATTENTION_TAG
 
 
-def tensorboard(trainer: L.Trainer):  # -> SummaryWriter | None
-    """The TensorBoard writer on rank 0 (None elsewhere, or with another logger)."""
+def media_loggers(trainer: L.Trainer) -> list:
+    """The loggers that take text samples and pictures (TensorBoard and src/training/loggers.py's), on rank 0."""
     if not trainer.is_global_zero or trainer.sanity_checking:
-        return None
-    for logger in trainer.loggers:
-        if isinstance(logger, TensorBoardLogger):
-            return logger.experiment
-    return None
+        return []
+    return [logger for logger in trainer.loggers if hasattr(logger, "log_picture")]
 
 
 class SampleText(L.Callback):
@@ -30,18 +25,16 @@ class SampleText(L.Callback):
         self.prompt, self.max_new_tokens, self.temperature, self.seed = prompt, max_new_tokens, temperature, seed
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        writer = tensorboard(trainer)
-        if writer is None or trainer.state.fn != "fit":
+        loggers = media_loggers(trainer)
+        if not loggers or trainer.state.fn != "fit":
             return
         from src.model.sampling import sample_text  # the sampler only once there is a sample to write
 
         text = sample_text(
             pl_module.model, pl_module.tokenizer, self.prompt, self.max_new_tokens, self.temperature, seed=self.seed
         )
-        # Indented four spaces: TensorBoard renders it as preformatted text, line breaks kept; a lone \r
-        # (a line break to Markdown, which would end the block) and other controls shown escaped.
-        shown = printable(text).replace("\n", "\n    ")
-        writer.add_text("samples", "    " + shown, global_step=trainer.global_step)
+        for logger in loggers:
+            logger.log_text_sample("samples", text, trainer.global_step)
 
 
 class AttentionMaps(L.Callback):
@@ -58,8 +51,8 @@ class AttentionMaps(L.Callback):
 
     @torch.no_grad()
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        writer = tensorboard(trainer)
-        if writer is None or trainer.state.fn != "fit":
+        loggers = media_loggers(trainer)
+        if not loggers or trainer.state.fn != "fit":
             return
         from src.plots import AttentionFigure  # matplotlib, only once there is a figure to draw
 
@@ -75,7 +68,8 @@ class AttentionMaps(L.Callback):
         for layer, weights in enumerate(maps):
             title = f"layer {layer} at step {trainer.global_step}"
             image = self.figure.render(weights[0], layer, title)  # (H, W, 3)
-            writer.add_image(ATTENTION_TAG.format(layer=layer), image, trainer.global_step, dataformats="HWC")
+            for logger in loggers:
+                logger.log_picture(ATTENTION_TAG.format(layer=layer), image, trainer.global_step)
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self.figure is not None:

@@ -34,6 +34,7 @@ from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 from tensorboard.summary.writer import event_file_writer
 
+from src.data.tokenizer import printable
 from src.training.callbacks import validates_step_zero
 
 # The project's metric names -> the tags TensorBoard shows.
@@ -173,6 +174,17 @@ class TensorBoard(TensorBoardLogger):
         self.hparams.update(params)  # hparams.yaml holds them too (Lightning writes it only once, early)
         save_hparams_to_yaml(Path(self.log_dir) / self.NAME_HPARAMS_FILE, self.hparams)
 
+    @rank_zero_only
+    def log_text_sample(self, tag: str, text: str, step: int) -> None:
+        """Indented four spaces: TensorBoard renders it as preformatted text, line breaks kept; a lone \\r
+        (a line break to Markdown, which would end the block) and other controls shown escaped."""
+        self.experiment.add_text(tag, "    " + printable(text).replace("\n", "\n    "), global_step=step)
+
+    @rank_zero_only
+    def log_picture(self, tag: str, image: Any, step: int) -> None:
+        """An (H, W, 3) image under `tag` (the IMAGES tab)."""
+        self.experiment.add_image(tag, image, step, dataformats="HWC")
+
     @staticmethod
     def _proto_value(value: float | str | bool) -> struct_pb2.Value:
         if isinstance(value, bool):
@@ -201,5 +213,6 @@ class LogHyperparams(L.Callback):
         for logger in trainer.loggers:
             if isinstance(logger, TensorBoard):
                 logger.log_layout()
+            if hasattr(logger, "log_session"):  # TensorBoard's HPARAMS; the other loggers' params (loggers.py)
                 logger.log_session(self.params, self.varied, self.trial)
         self.logged = True

@@ -1,0 +1,199 @@
+"""The trackers besides TensorBoard, each chosen by one override (docs/export.md, "Loggers").
+
+    logger=csv      <run dir>/csv/metrics.csv, hparams.yaml, samples/*.txt, maps/*.png (nothing to install)
+    logger=mlflow   an MLflow store in <run dir>/mlflow (SQLite + artifacts; no server): `.[trackers]`
+    logger=wandb    a Weights & Biases run in <run dir>/wandb, offline (never a network call): `.[trackers]`
+    logger=many     TensorBoard, CSV, MLflow and W&B at once; `~logger.wandb` leaves one out
+
+Every logger here takes the metrics under TensorBoard's names (loss/train, loss/val, ...), the
+run's hyperparameters with the keys it varies (log_session), the text samples (log_text_sample)
+and the attention images (log_picture); src/training/tensorboard.py's TensorBoard does the same.
+Like it, each takes only the keys of its signature, so the pre-check refuses a misspelt
+`logger.<key>`, and none writes anything before the run starts.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from hydra.utils import get_class, instantiate
+from lightning.pytorch.loggers import CSVLogger, Logger, MLFlowLogger, WandbLogger
+from lightning.pytorch.loggers.logger import rank_zero_experiment
+from lightning.pytorch.utilities import rank_zero_only
+from omegaconf import DictConfig
+
+from src.run.rules import ConfigError
+from src.training.tensorboard import TAGS, flatten
+
+HYDRA_KEYS = ("_target_", "_partial_", "_recursive_", "_convert_", "_args_")
+
+
+def renamed(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """TensorBoard's names for the project's metrics, and no `epoch` (one endless epoch here)."""
+    return {TAGS.get(name, name): value for name, value in metrics.items() if name != "epoch"}
+
+
+def session_params(params: Mapping[str, Any], varied: Iterable[str], trial: str) -> dict[str, Any]:
+    """The HPARAMS entry as flat parameters: `model/num_heads`, plus the swept keys and the trial's name."""
+    flat = {key: value if isinstance(value, (int, float, str, bool)) else str(value) for key, value in params.items()}
+    flat = flatten(flat)
+    return {**flat, "varied": ",".join(varied), "trial": trial}
+
+
+def step_name(step: int) -> str:
+    return f"step_{step:06d}"
+
+
+class CSV(CSVLogger):
+    """metrics.csv (a row per logged step), hparams.yaml, and the samples and maps as files beside them."""
+
+    def __init__(
+        self,
+        save_dir: str | Path,
+        name: str = "csv",
+        version: str | None = "",
+        prefix: str = "",
+        flush_logs_every_n_steps: int = 100,
+    ) -> None:
+        super().__init__(save_dir, name, version, prefix, flush_logs_every_n_steps)
+
+    @rank_zero_only
+    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        super().log_metrics(renamed(metrics), step)
+
+    @rank_zero_only
+    def log_session(self, params: Mapping[str, Any], varied: Iterable[str] = (), trial: str = "") -> None:
+        self.log_hyperparams(session_params(params, varied, trial))
+        self.save()  # hparams.yaml now, not at the next flush
+
+    @rank_zero_only
+    def log_text_sample(self, tag: str, text: str, step: int) -> None:
+        folder = Path(self.log_dir) / tag
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{step_name(step)}.txt").write_text(text, encoding="utf-8")
+
+    @rank_zero_only
+    def log_picture(self, tag: str, image: np.ndarray, step: int) -> None:
+        import matplotlib.image
+
+        folder = Path(self.log_dir) / Path(tag).parent
+        folder.mkdir(parents=True, exist_ok=True)
+        matplotlib.image.imsave(folder / f"{Path(tag).name}_{step_name(step)}.png", image)
+
+
+class MLflow(MLFlowLogger):
+    """An MLflow run in a SQLite store under the run directory: `mlflow ui --backend-store-uri
+    sqlite:///<run dir>/mlflow/mlflow.db` shows it, MlflowClient(tracking_uri=...) reads it."""
+
+    def __init__(
+        self,
+        save_dir: str | Path,
+        experiment_name: str = "scratchgpt",
+        run_name: str | None = None,
+        version: str | None = None,
+        prefix: str = "",
+        synchronous: bool | None = True,
+    ) -> None:
+        self.store = Path(save_dir) / "mlflow"
+        super().__init__(
+            experiment_name=experiment_name,
+            run_name=run_name or version or Path(save_dir).name,  # a sweep job: its swept values
+            tracking_uri=f"sqlite:///{self.store.absolute() / 'mlflow.db'}",
+            artifact_location=(self.store.absolute() / "artifacts").as_uri(),
+            prefix=prefix,
+            synchronous=synchronous,
+        )
+
+    @property
+    @rank_zero_experiment
+    def experiment(self) -> Any:  # MlflowClient
+        self.store.mkdir(parents=True, exist_ok=True)  # only now: the pre-check builds the logger too
+        return super().experiment
+
+    @rank_zero_only
+    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        super().log_metrics(renamed(metrics), step)
+
+    @rank_zero_only
+    def log_session(self, params: Mapping[str, Any], varied: Iterable[str] = (), trial: str = "") -> None:
+        flat = session_params(params, varied, trial)
+        self.log_hyperparams({k: v for k, v in flat.items() if k not in ("varied", "trial")})
+        self.experiment.set_tag(self.run_id, "varied", flat["varied"])
+        self.experiment.set_tag(self.run_id, "trial", trial)
+
+    @rank_zero_only
+    def log_text_sample(self, tag: str, text: str, step: int) -> None:
+        self.experiment.log_text(self.run_id, text, f"{tag}/{step_name(step)}.txt")
+
+    @rank_zero_only
+    def log_picture(self, tag: str, image: np.ndarray, step: int) -> None:
+        self.experiment.log_image(self.run_id, image, key=tag.replace("/", "."), step=step)
+
+
+class WandB(WandbLogger):
+    """A Weights & Biases run kept offline in <run dir>/wandb: `wandb sync <run dir>/wandb/offline-run-*`
+    uploads it later, from a machine with an account, if you want it on the web at all."""
+
+    def __init__(
+        self,
+        save_dir: str | Path,
+        project: str = "scratchgpt",
+        name: str | None = None,
+        version: str | None = None,
+        offline: bool = True,
+        prefix: str = "",
+    ) -> None:
+        if not offline:
+            raise ConfigError(
+                "offline=false is not offered: runs stay on this machine; upload one later with wandb sync"
+            )
+        os.environ.setdefault("WANDB_MODE", "offline")
+        super().__init__(
+            name=name or version or Path(save_dir).name,
+            save_dir=str(save_dir),
+            offline=True,
+            project=project,
+            prefix=prefix,
+            settings={"mode": "offline", "silent": True, "x_disable_stats": True},
+        )
+
+    @rank_zero_only
+    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        super().log_metrics(renamed(metrics), step)
+
+    @rank_zero_only
+    def log_session(self, params: Mapping[str, Any], varied: Iterable[str] = (), trial: str = "") -> None:
+        self.experiment.config.update(session_params(params, varied, trial), allow_val_change=True)
+
+    @rank_zero_only
+    def log_text_sample(self, tag: str, text: str, step: int) -> None:
+        self.log_text(key=tag, columns=["step", "text"], data=[[step, text]], step=step)
+
+    @rank_zero_only
+    def log_picture(self, tag: str, image: np.ndarray, step: int) -> None:
+        self.log_image(key=tag, images=[image], step=step)
+
+
+def many(version: str | None = None, **loggers: Any) -> list[Logger]:
+    """logger=many: each of `loggers` ({name: its config}) built with the run's version."""
+    built = []
+    for name, spec in loggers.items():
+        if spec is None:
+            continue
+        if not isinstance(spec, (DictConfig, dict)) or "_target_" not in spec:
+            raise ConfigError(f"logger.{name} has no _target_: give a logger's config, or leave it out: ~logger.{name}")
+        cls = get_class(spec["_target_"])
+        options = inspect.signature(cls).parameters
+        unknown = [k for k in spec if k not in HYDRA_KEYS and k not in options]
+        if unknown:
+            raise ConfigError(
+                f"logger.{name}.{unknown[0]} is not an option of {cls.__name__}: its options are "
+                f"{', '.join(o for o in options if o != 'version')}"
+            )
+        built.append(instantiate(spec, version=version))
+    return built
