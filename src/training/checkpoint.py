@@ -29,7 +29,7 @@ def _newest(paths: list[Path]) -> Path | None:
 
 
 def find_checkpoint(spec: str | Path | None, outputs_dir: str | Path, prefer: str = "best") -> Path:
-    """A checkpoint file from what the user typed.
+    """A checkpoint file from what the user typed (prefer="last": one to resume training from).
 
     - a file: that file;
     - a run directory: its checkpoints/<prefer>.ckpt, else the other of best/last;
@@ -56,10 +56,20 @@ def find_checkpoint(spec: str | Path | None, outputs_dir: str | Path, prefer: st
                 if candidate.is_file():
                     return candidate
         if (path / "model.safetensors").is_file():
-            return path / "model.safetensors"
+            return resumable(path / "model.safetensors", prefer)
         raise CheckpointError(f"no {' or '.join(order)} in {path}: pass ckpt_path=<a .ckpt file> or a run directory")
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist: pass ckpt_path=<a .ckpt file> or a run directory")
+    return resumable(path, prefer)
+
+
+def resumable(path: Path, prefer: str) -> Path:
+    """An exported model.safetensors holds weights only: training cannot resume from it."""
+    if prefer == "last" and path.suffix == ".safetensors":
+        raise CheckpointError(
+            f"{path} is an exported model: it keeps no optimizer state, step or data position to resume "
+            f"from; resume from the run's checkpoints/last.ckpt"
+        )
     return path
 
 

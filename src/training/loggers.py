@@ -1,7 +1,7 @@
 """The trackers besides TensorBoard, each chosen by one override (docs/export.md, "Loggers").
 
     logger=csv      <run dir>/csv/metrics.csv, hparams.yaml, samples/*.txt, maps/*.png (nothing to install)
-    logger=mlflow   an MLflow store in <run dir>/mlflow (SQLite + artifacts; no server): `.[trackers]`
+    logger=mlflow   an MLflow store in <run dir>/mlflow (a sweep: <sweep dir>/mlflow), SQLite + artifacts, no server
     logger=wandb    a Weights & Biases run in <run dir>/wandb, offline (never a network call): `.[trackers]`
     logger=many     TensorBoard, CSV, MLflow and W&B at once; `~logger.wandb` leaves one out
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -86,9 +87,20 @@ class CSV(CSVLogger):
         matplotlib.image.imsave(folder / f"{Path(tag).name}_{step_name(step)}.png", image)
 
 
+def sweep_dir() -> Path | None:
+    """The sweep directory when this process runs a sweep's job (Hydra's multirun), else None."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return None
+    return Path(HydraConfig.get().sweep.dir)
+
+
 class MLflow(MLFlowLogger):
-    """An MLflow run in a SQLite store under the run directory: `mlflow ui --backend-store-uri
-    sqlite:///<run dir>/mlflow/mlflow.db` shows it, MlflowClient(tracking_uri=...) reads it."""
+    """An MLflow run in a SQLite store under the run directory, or under the sweep directory for a
+    sweep's jobs, so that one store holds the whole sweep: `mlflow ui --backend-store-uri
+    sqlite:///<run or sweep dir>/mlflow/mlflow.db` shows it, MlflowClient(tracking_uri=...) reads it."""
 
     def __init__(
         self,
@@ -99,7 +111,7 @@ class MLflow(MLFlowLogger):
         prefix: str = "",
         synchronous: bool | None = True,
     ) -> None:
-        self.store = Path(save_dir) / "mlflow"
+        self.store = (sweep_dir() or Path(save_dir)) / "mlflow"
         super().__init__(
             experiment_name=experiment_name,
             run_name=run_name or version or Path(save_dir).name,  # a sweep job: its swept values
@@ -113,7 +125,11 @@ class MLflow(MLFlowLogger):
     @rank_zero_experiment
     def experiment(self) -> Any:  # MlflowClient
         self.store.mkdir(parents=True, exist_ok=True)  # only now: the pre-check builds the logger too
-        return super().experiment
+        try:
+            return super().experiment
+        except Exception:  # a parallel job of the sweep created the store's tables or the experiment first
+            time.sleep(1.0)
+            return super().experiment
 
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:

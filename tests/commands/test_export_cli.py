@@ -151,6 +151,8 @@ def test_bad_input_is_refused_in_one_line_with_nothing_written(run: Path, tmp_pa
 
     exported = tmp_path / "weights"
     assert export(run, "safetensors", exported).returncode == 0
+    resumed = run_cli_offline("train", f"ckpt_path={exported}", "trainer.max_steps=80")
+    refused(resumed, "is an exported model", "resume from the run's checkpoints/last.ckpt")
     damaged = exported / "model.safetensors"
     damaged.write_bytes(damaged.read_bytes()[:-100])
     refused(run_cli_offline("generate", f"ckpt_path={exported}"), "model.safetensors", "truncated or corrupt")

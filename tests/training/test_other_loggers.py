@@ -128,3 +128,19 @@ def test_a_loggers_unknown_key_is_refused_before_anything_is_written(tmp_path: P
     refused(run_cli_offline("train", *base, "logger=many", "+logger.csv.flush=1"), "logger.csv.flush")
     refused(run_cli_offline("train", *base, "logger=wandb", "+logger.offline=false"), "logger.offline=false")
     assert not run_dir.exists()
+
+
+def test_a_sweep_logs_every_job_into_one_mlflow_store(tmp_path: Path):
+    """logger=mlflow in a sweep: one store in the sweep directory, a run per job named by its swept value."""
+    from mlflow.tracking import MlflowClient
+
+    sweep = tmp_path / "sweep"
+    args = ["-m", *tiny_training(tmp_path, f"hydra.sweep.dir={sweep}", "logger=mlflow", "seed=1,2")]
+    args += ["trainer.max_steps=4", "trainer.val_check_interval=2"]
+    result = run_cli_offline("train", *args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    client = MlflowClient(tracking_uri=f"sqlite:///{sweep / 'mlflow' / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("scratchgpt").experiment_id])
+    assert sorted(r.info.run_name for r in runs) == ["seed=1", "seed=2"]
+    assert all([m.step for m in client.get_metric_history(r.info.run_id, "loss/val")] == [0, 2, 4] for r in runs)
+    assert not list(sweep.glob("*/mlflow"))  # no store per job
