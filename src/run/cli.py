@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from src.run import rundir  # noqa: F401  (registers the resolvers of the run's folder before any composing)
 from src.run.config import register
-from src.run.rules import one_line
+from src.run.rules import one_line, positive_int
 
 if TYPE_CHECKING:
     import torch
@@ -280,6 +280,16 @@ def point_composer(config_name: str) -> Iterator[Callable[[list[str]], DictConfi
 Check = Callable[[DictConfig, list[str]], None]
 
 
+def check_sweeper_keys(overrides: list[str]) -> None:
+    """The sweeper's own counts, typed: Hydra's keys are not in the schemas (n_trials=0 ended an Optuna
+    search with `ValueError: No trials are completed yet`, a traceback)."""
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key in ("hydra.sweeper.n_trials", "hydra.sweeper.n_jobs"):
+            parsed = OverridesParser.create().parse_overrides([override])[0].value() if value else value
+            positive_int(key, parsed, "how many trials the search runs" if key.endswith("trials") else "")
+
+
 def check_command_line(
     config_name: str, argv: list[str], check: Check | None, check_sweep: Check | None = None
 ) -> None:
@@ -289,10 +299,15 @@ def check_command_line(
     point's values are its job's to check, so that a bad point fails alone.
     """
     overrides = [a for a in argv if not a.startswith("-")]
+    check_sweeper_keys(overrides)
     if any(a in ("-m", "--multirun") for a in argv):
         failed: list[tuple[int, list[str], Exception]] = []
+        try:
+            points = sweep_points(overrides)
+        except HydraException as err:  # `model.num_heads=1,2,`: as a single run's typo is said
+            fail(explain(err, config_name, overrides))
         with point_composer(config_name) as compose_point:
-            for number, point in enumerate(sweep_points(overrides)):
+            for number, point in enumerate(points):
                 try:
                     check_choices(point)
                     cfg = compose_point(point)
