@@ -27,12 +27,10 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
-from benchmarks.browser import chromium, open_page
-from src.data.tokenizer import CharTokenizer
 from src.explorer.page import write_explorer
-from src.model import build_model
 from src.run.cli import compose
 from src.training.checkpoint import find_checkpoint, load_trained
+from tests.explorer.browser import chromium, open_page, write_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 LONG_TEXT = 20_000  # characters in the text box for the second keystroke timing
@@ -48,20 +46,6 @@ KEYSTROKE = """async (ch) => {
   await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));  // painted (a frame is ~16 ms)
   return [updated, performance.now() - t0];
 }"""
-
-
-def write_checkpoint(path: Path, model_config: dict[str, Any], vocab: list[str], spread: float = 0.0) -> None:
-    """A checkpoint as training writes it, of a model with its initial weights plus N(0, spread^2) noise
-    (the tests spread them so that distributions and attention are far from uniform), seeded."""
-    torch.manual_seed(0)
-    tokenizer = CharTokenizer(vocab)
-    model = build_model(model_config, tokenizer.vocab_size)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * spread)
-    hparams = {"model": dict(model_config), "tokenizer": tokenizer.to_dict()}
-    state = {f"model.{k}": v for k, v in model.state_dict().items()}
-    torch.save({"state_dict": state, "hyper_parameters": hparams, "global_step": 7, "best_val_loss": 2.5}, path)
 
 
 def preset_checkpoint(folder: Path, overrides: list[str]) -> Path:

@@ -5,7 +5,7 @@
 - the import graph of src/ and benchmarks/ (every `import`, also inside functions, read with ast):
   its circles, and the imports that run back up the layers below (LAYERS, lowest first).
 
-tests/test_layout.py keeps the graph free of circles and upward imports.
+tests/docs/test_layout.py keeps the graph free of circles and upward imports.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
+"""Fixtures of every folder. Lightning and Hydra are imported inside the fixtures that use them, so
+that tests/model/ runs without either."""
+
 from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose as hydra_compose
-from hydra import initialize_config_dir
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import OmegaConf, open_dict
-
-from src.run.cli import CONFIG_DIR
-from src.run.config import register
-from tests.helpers import ROOT, run_cli, tiny_training
 
 
 @pytest.fixture(params=["seed", "gpt"])
@@ -20,6 +15,8 @@ def kind(request) -> str:
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory) -> tuple[Path, str]:
     """One tiny training run that several tests read: its run directory and what it printed."""
+    from tests.helpers import run_cli, tiny_training
+
     log_dir = tmp_path_factory.mktemp("outputs")
     run_dir = log_dir / "run"
     result = run_cli("train", *tiny_training(log_dir, f"hydra.run.dir={run_dir}"))
@@ -30,6 +27,15 @@ def trained(tmp_path_factory) -> tuple[Path, str]:
 @pytest.fixture
 def sweep_job(tmp_path, monkeypatch):
     """Compose the train config as job `num` of a multirun (in tmp_path/num), Hydra's current config."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf, open_dict
+
+    from src.run.cli import CONFIG_DIR
+    from src.run.config import register
+    from tests.helpers import ROOT
+
     threads = torch.get_num_threads()
     monkeypatch.setenv("PROJECT_ROOT", str(ROOT))  # as the commands set it (src/run/cli.py), whatever ran before
 

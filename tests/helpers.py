@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from lightning.pytorch import Callback
 from omegaconf import DictConfig
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from src.data.corpus import TINY_SHAKESPEARE_SHA256, sha256_of
-from src.model import GPT, GPTConfig, SeedGPT, SeedGPTConfig
 from src.run.cli import compose
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,20 +102,6 @@ def train_in_process(run_dir: Path, *overrides: str, data: Path | None = None) -
     from src.train import train
 
     return train(compose_training(run_dir, *overrides, data=data))
-
-
-VOCAB = 11
-
-
-def tiny_model(kind: str, fused: bool = False, **overrides) -> torch.nn.Module:
-    """A small model of either kind with a fixed seed, so two calls build the same weights."""
-    torch.manual_seed(0)
-    if kind == "seed":
-        return SeedGPT(
-            SeedGPTConfig(vocab_size=VOCAB, context_window=8, embedding_dim=12, num_heads=3, fused=fused, **overrides)
-        )
-    cfg = dict(vocab_size=VOCAB, context_window=12, embedding_dim=16, num_heads=4, num_layers=2, fused=fused)
-    return GPT(GPTConfig(**{**cfg, **overrides}))
 
 
 class SignalAt(Callback):
@@ -253,3 +240,27 @@ def run_cli_offline(module: str, *overrides: str, timeout: float = 300, env: dic
         timeout=timeout,
         env=full_env,
     )
+
+
+def assert_refused(result, pattern: str) -> None:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr[-2000:]
+    assert re.search(pattern, lines[0]), lines[0]
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def hide_gpus(monkeypatch) -> None:
+    """This process sees no CUDA GPU and no MPS, whatever the machine has."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+
+
+def run_in_process(monkeypatch, capsys, main, args: list[str]) -> subprocess.CompletedProcess:
+    """A command's main() as the CLI runs it, for inputs it refuses (seconds faster than a process)."""
+    monkeypatch.setattr(sys, "argv", ["python -m src", *args])
+    with pytest.raises(SystemExit) as stopped:
+        main()
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(args, stopped.value.code, out, err)

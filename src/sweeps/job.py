@@ -81,7 +81,7 @@ def rank_overrides(cfg: DictConfig) -> list[str]:
 def ranks_start_as_this_job(cfg: DictConfig) -> Iterator[None]:
     """Lightning starts a DDP job's other ranks itself, as `python -m src.train` + sys.argv[1:] +
     `hydra.run.dir=<HydraConfig run.dir>` (lightning/fabric/strategies/launchers/subprocess_script.py,
-    _hydra_subprocess_cmd; tests/test_scaling.py checks it against the installed Lightning). In a
+    _hydra_subprocess_cmd; tests/run/test_scaling.py checks it against the installed Lightning). In a
     multirun that argv is the sweep's, so each rank would start a sweep of its own, and run.dir is not
     the job's directory: for the job's duration they are the job's own overrides and directory.
     After the job its process group and the variables Lightning set (MASTER_PORT, ...) are gone,

@@ -6,7 +6,7 @@ scipy.signal at import time, only to add `scipy.signal.hamming` back for an old 
 (scipy is installed here because Optuna needs it). This is the one place that reaches inside
 that: while torchmetrics loads, `scipy.signal` is a placeholder that already has `hamming`, so
 the patch is skipped and scipy.signal is not loaded; afterwards the placeholder is gone and
-`import scipy.signal` loads the real module as usual. tests/test_lightning_import.py fails when
+`import scipy.signal` loads the real module as usual. tests/training/test_lightning_import.py fails when
 torchmetrics stops importing scipy.signal (then this module can go) or when this stops working.
 """
 

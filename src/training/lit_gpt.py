@@ -32,7 +32,7 @@ def log_at_step(trainer: L.Trainer, metrics: dict[str, float]) -> None:
     """Write metrics to the loggers at the number of optimizer steps taken, as the printed lines say.
 
     Lightning itself writes the training metrics of step k at k - 1 (checked against Lightning
-    2.6.6; tests/test_faults.py reads the train/loss steps back), so validation at step 250 and
+    2.6.6; tests/run/test_faults.py reads the train/loss steps back), so validation at step 250 and
     the media beside it are written here, at 250, through the loggers' public log_metrics.
     """
     if trainer.is_global_zero:

@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks.browser import chromium, open_page
-from benchmarks.explorer_page import write_checkpoint
 from src.explorer.page import write_explorer
 from src.training.checkpoint import load_trained
+from tests.explorer.browser import chromium, open_page, write_checkpoint
 
 VOCAB = sorted(set("First Citizen:\nBefore we proceed any further, hear me speak.\n"))
 GPT = {"kind": "gpt", "context_window": 16, "embedding_dim": 16, "num_heads": 4, "num_layers": 2}

@@ -14,7 +14,7 @@ from src.model.attention import MultiHeadAttention, causal_mask, softmax
 from src.model.layers import MLP, RMSNorm, relu2, silu, softcap
 from src.model.rotary import Rotary
 from src.model.sampling import generate
-from tests.helpers import VOCAB, tiny_model
+from tests.model.tiny_models import VOCAB, tiny_model
 
 # Every switch alone, then all at once; the seed model takes those that fit one attention layer.
 SWITCHES = {

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from src.model.sampling import GREEDY_BELOW, generate, next_token_distribution
-from tests.helpers import tiny_model
+from tests.model.tiny_models import tiny_model
 
 
 @given(

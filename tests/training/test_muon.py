@@ -8,7 +8,7 @@ import torch
 
 from src.training.muon import MuonWithAdamW, newton_schulz
 from src.training.optim import apply_settings, build_optimizer, build_schedule
-from tests.helpers import VOCAB, tiny_model
+from tests.model.tiny_models import VOCAB, tiny_model
 
 MUON = {
     "name": "muon",

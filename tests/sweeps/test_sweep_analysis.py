@@ -3,6 +3,7 @@
 import math
 import re
 
+import matplotlib.pyplot as plt
 import pytest
 import torch
 from hydra.core.hydra_config import HydraConfig
@@ -245,3 +246,30 @@ def test_the_summary_counts_each_kind_of_head_and_seeds_average_them(tmp_path):
     figure = sweep_figure(rows, ["model.num_heads", "seed"])
     assert len(figure.axes) >= 3 * 2  # loss, heads of each kind, scores: for num_heads and parameters
     save_png(figure, str(tmp_path / "summary.png"))
+
+
+def test_no_two_job_labels_of_a_12_job_sweep_figure_touch():
+    """The notes' 12-job grid (4 widths x 3 head counts): three jobs share each width and sit close
+    together, where two-digit labels ("10", "11") used to run into each other."""
+    rows = [
+        {
+            "job": 3 * i + h,
+            "status": "ok",
+            "best_val_loss": 2.0 + 300 / d + 0.02 * h,
+            "parameters": 12 * d * d + 65 * d,
+            "overrides": [f"model.embedding_dim={d}", f"model.num_heads={h + 1}"],
+        }
+        for i, d in enumerate((30, 60, 90, 120))
+        for h in range(3)
+    ]
+    fit, residuals, _ = sweep_analysis.scaling(rows)
+    figure = sweep_figure(rows, ["model.embedding_dim", "model.num_heads"], fit, residuals)
+    try:
+        renderer = figure.canvas.get_renderer()
+        for ax in figure.axes:
+            labels = [t.get_window_extent(renderer) for t in ax.texts]
+            assert len(labels) == 12
+            touching = [(a, b) for i, a in enumerate(labels) for b in labels[i + 1 :] if a.overlaps(b)]
+            assert not touching, f"{ax.get_xlabel()}: job labels overlap"
+    finally:
+        plt.close(figure)

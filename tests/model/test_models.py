@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from src.model import GPT, GPTConfig, SeedGPTConfig, count_parameters
-from tests.helpers import VOCAB, tiny_model
+from tests.model.tiny_models import VOCAB, tiny_model
 
 
 @pytest.mark.parametrize("fused", [False, True])

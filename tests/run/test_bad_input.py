@@ -6,8 +6,6 @@ import logging
 import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,19 +15,19 @@ from src.run import preflight
 from src.run.cli import compose, fail
 from src.train import continue_run
 from src.train import main as train_main
-from tests.helpers import compose_training, run_cli, shakespeare_file, tiny_training
+from tests.helpers import (
+    assert_refused,
+    compose_training,
+    hide_gpus,
+    run_cli,
+    run_in_process,
+    shakespeare_file,
+    tiny_training,
+)
 
 
 def files_under(directory: Path) -> set[Path]:
     return set(directory.rglob("*")) if directory.exists() else set()
-
-
-def assert_refused(result, pattern: str) -> None:
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert result.returncode == 2, result.stderr[-2000:]
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr[-2000:]
-    assert re.search(pattern, lines[0]), lines[0]
-    assert "Traceback" not in result.stdout + result.stderr
 
 
 @pytest.fixture
@@ -119,24 +117,6 @@ TRAIN_CASES = {
     "muon momentum 1": (["optimizer=muon", "optimizer.momentum=1"], r"optimizer.momentum must be in \[0, 1\) for Muon"),
     "a second window key": (["data.context_window=8"], r"'data.context_window': did you mean model.context_window\?"),
 }
-
-
-def hide_gpus(monkeypatch) -> None:
-    """This process sees no CUDA GPU and no MPS, whatever the machine has."""
-    import torch
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
-    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
-
-
-def run_in_process(monkeypatch, capsys, main, args: list[str]) -> subprocess.CompletedProcess:
-    """A command's main() as the CLI runs it, for inputs it refuses (seconds faster than a process)."""
-    monkeypatch.setattr(sys, "argv", ["python -m src", *args])
-    with pytest.raises(SystemExit) as stopped:
-        main()
-    out, err = capsys.readouterr()
-    return subprocess.CompletedProcess(args, stopped.value.code, out, err)
 
 
 @pytest.mark.parametrize("case", TRAIN_CASES)

@@ -306,7 +306,7 @@ def test_any_value_of_any_key_is_accepted_or_refused_in_one_line_naming_the_key(
 
     datamodule, module, trainer = build(cfg, plan)  # as train() builds it
     if trainer.world_size > 1:  # Lightning would start this very pytest again as the other ranks
-        return  # several processes train for real in tests/test_scaling.py
+        return  # several processes train for real in tests/run/test_scaling.py
     # Without the TensorBoard sample and maps (the pre-check checked their values): a sample of
     # millions of characters at the final validation would only take time.
     trainer.callbacks[:] = [c for c in trainer.callbacks if not isinstance(c, (SampleText, AttentionMaps))]

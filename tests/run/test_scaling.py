@@ -28,8 +28,7 @@ from src.run.record import write_result
 from src.sweeps import resources as sweep_resources
 from src.sweeps.job import MEDIA_OFF, ranks_start_as_this_job, run_job
 from src.train import main as train_main
-from tests.helpers import ROOT, run_cli, tiny_training
-from tests.test_bad_input import assert_refused, run_in_process
+from tests.helpers import ROOT, assert_refused, run_cli, run_in_process, tiny_training
 
 
 def test_gpu_check_stops_with_one_line_without_a_gpu(tmp_path):
@@ -447,7 +446,7 @@ def test_generate_and_evaluate_take_mps_and_the_gpu_they_name(monkeypatch):
 
     from src.evaluate import trainer_devices
     from src.run.cli import pick_device
-    from tests.test_bad_input import hide_gpus
+    from tests.helpers import hide_gpus
 
     hide_gpus(monkeypatch)
     with pytest.raises(ValueError, match=r"^device=mps asks for Apple's MPS, which this machine lacks: use device=cpu"):

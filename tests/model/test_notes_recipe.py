@@ -1,59 +1,14 @@
-"""Epoch sampling and the notes' own recipe: every window once, and the notes' formulas option by option."""
+"""The notes' own recipe: the notes' formulas option by option (their epoch sampling: tests/data/)."""
 
 import math
 
-import numpy as np
 import pytest
 import torch
 
-from src.data.windows import EpochWindowBatches, shuffled
 from src.model import SeedGPT, SeedGPTConfig
 from src.model.attention import causal_mask
-from src.run.cli import compose
 
 VOCAB = 11
-
-
-def epoch_starts(stream: EpochWindowBatches, epoch: int) -> list[int]:
-    n = stream.batches_per_epoch
-    return [s for k in range(epoch * n, (epoch + 1) * n) for s in stream.starts(k).tolist()]
-
-
-@pytest.mark.parametrize("n", [1, 2, 17, 1000, 4097])
-def test_the_shuffle_is_a_permutation_of_every_size(n):
-    order = shuffled(np.arange(n), n, key=5)
-    assert sorted(order.tolist()) == list(range(n))
-    if n >= 1000:
-        assert not np.array_equal(order, np.arange(n)) and abs(np.corrcoef(order, np.arange(n))[0, 1]) < 0.1
-
-
-def test_an_epoch_visits_every_window_once_in_a_new_order_each_epoch():
-    data = np.arange(107)
-    stream = EpochWindowBatches(data, T=4, batch_size=8, seed=3)
-    first, second = epoch_starts(stream, 0), epoch_starts(stream, 1)
-    assert sorted(first) == sorted(second) == list(range(107 - 4))  # every start, once
-    assert first != second and first != sorted(first)
-    x, y = stream.batch(0)
-    assert torch.equal(x[:, 0], stream.starts(0)) and torch.equal(y[:, :-1], x[:, 1:])
-    assert len(stream.starts(stream.batches_per_epoch - 1)) == (107 - 4) % 8  # the rest, not padded
-
-
-def test_epoch_batches_resume_exactly_mid_epoch():
-    data = np.arange(500)
-    fresh = iter(EpochWindowBatches(data, 8, 16, seed=9))
-    batches = [next(fresh) for _ in range(40)]  # past the end of the first epoch (31 batches)
-    resumed = iter(EpochWindowBatches(data, 8, 16, seed=9, start_batch=25))
-    for k in range(25, 40):
-        assert torch.equal(next(resumed)[0], batches[k][0])
-
-
-def test_ddp_ranks_take_disjoint_shards_that_cover_the_epoch():
-    data = np.arange(250)
-    ranks = [EpochWindowBatches(data, 5, 7, seed=1, rank=r, world_size=3) for r in range(3)]
-    shards = [set(epoch_starts(r, 0)) for r in ranks]
-    assert all(len(epoch_starts(r, 0)) == len(s) for r, s in zip(ranks, shards, strict=True))
-    assert not (shards[0] & shards[1] or shards[0] & shards[2] or shards[1] & shards[2])
-    assert set().union(*shards) == set(range(245))
 
 
 def notes_model(**options) -> SeedGPT:
@@ -119,15 +74,3 @@ def test_output_projection_multiplies_the_concatenated_heads_by_w_o():
     heads, _ = without.attention(X)
     projected, _ = with_w_o.attention(X)
     assert torch.allclose(projected, heads @ with_w_o.attention.W_O, atol=1e-5)
-
-
-def test_the_preset_switches_every_option_to_the_notes():
-    cfg = compose("train", ["experiment=notes_recipe"])
-    m = cfg.model
-    assert (m.kind, m.context_window, m.embedding_dim, m.num_heads) == ("seed", 10, 60, 5)
-    assert (m.init, m.ln_affine, m.embedding_scale, m.output_projection) == ("notes", False, False, False)
-    assert cfg.optimizer.name == "sgd" and cfg.optimizer.momentum == 0 and cfg.optimizer.weight_decay == 0
-    assert cfg.optimizer.lr == pytest.approx(1e-3 * cfg.data.batch_size)  # the per-window rate, summed
-    assert cfg.data.sampling == "epoch" and cfg.trainer.gradient_clip_val is None
-    windows = 1_003_855 - 10  # Tiny Shakespeare's train split
-    assert cfg.trainer.max_steps == math.ceil(windows / cfg.data.batch_size)  # one epoch

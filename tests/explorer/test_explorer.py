@@ -8,11 +8,10 @@ import re
 import pytest
 import torch
 
-from benchmarks.browser import chromium, open_page
-from benchmarks.explorer_page import write_checkpoint
 from src.explorer.page import write_explorer
 from src.model.sampling import next_token_distribution
 from src.training.checkpoint import load_trained
+from tests.explorer.browser import chromium, open_page, write_checkpoint
 from tests.helpers import run_cli
 
 ASCII = sorted(set("First Citizen:\nBefore we proceed any further, hear me speak.\n"))

@@ -1,4 +1,5 @@
-"""Headless Chromium for the explorer's benchmark, screenshots and tests: Debian's chromium, driven by Playwright.
+"""What the explorer's tests and its benchmark share: headless Chromium (Debian's chromium, driven by
+Playwright) and checkpoints of models with given weights to open pages of.
 
 No browser is downloaded: `make test` installs Debian's package (Makefile, `browser`), and a missing
 browser is an error that says so, never a skipped test.
@@ -11,8 +12,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import torch
 from playwright.sync_api import Browser, Page, sync_playwright
+
+from src.data.tokenizer import CharTokenizer
+from src.model import build_model
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 
@@ -62,3 +68,17 @@ def open_page(browser: Browser, path: Path, width: int = 1400, height: int = 100
     page.goto(url)
     page.wait_for_function("window.scratchgpt !== undefined && window.scratchgpt.drawn === true")
     return opened
+
+
+def write_checkpoint(path: Path, model_config: dict[str, Any], vocab: list[str], spread: float = 0.0) -> None:
+    """A checkpoint as training writes it, of a model with its initial weights plus N(0, spread^2) noise
+    (the tests spread them so that distributions and attention are far from uniform), seeded."""
+    torch.manual_seed(0)
+    tokenizer = CharTokenizer(vocab)
+    model = build_model(model_config, tokenizer.vocab_size)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * spread)
+    hparams = {"model": dict(model_config), "tokenizer": tokenizer.to_dict()}
+    state = {f"model.{k}": v for k, v in model.state_dict().items()}
+    torch.save({"state_dict": state, "hyper_parameters": hparams, "global_step": 7, "best_val_loss": 2.5}, path)

@@ -14,7 +14,7 @@ from src.model.sampling import (
     sample_generators,
     stream,
 )
-from tests.helpers import VOCAB, tiny_model
+from tests.model.tiny_models import VOCAB, tiny_model
 
 
 @pytest.mark.parametrize("fused", [False, True])

@@ -1,5 +1,6 @@
 """Every config group option composes, and the keys users type exist."""
 
+import math
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,15 @@ def test_a_sweep_point_the_shortcut_cannot_apply_fails_as_hydra_fails():
         errors.append((type(refused.value), str(refused.value), str(refused.value.__cause__)))
     assert errors[0] == errors[1]
     assert "could not be converted to Integer" in errors[0][2]
+
+
+def test_the_preset_switches_every_option_to_the_notes():
+    cfg = compose("train", ["experiment=notes_recipe"])
+    m = cfg.model
+    assert (m.kind, m.context_window, m.embedding_dim, m.num_heads) == ("seed", 10, 60, 5)
+    assert (m.init, m.ln_affine, m.embedding_scale, m.output_projection) == ("notes", False, False, False)
+    assert cfg.optimizer.name == "sgd" and cfg.optimizer.momentum == 0 and cfg.optimizer.weight_decay == 0
+    assert cfg.optimizer.lr == pytest.approx(1e-3 * cfg.data.batch_size)  # the per-window rate, summed
+    assert cfg.data.sampling == "epoch" and cfg.trainer.gradient_clip_val is None
+    windows = 1_003_855 - 10  # Tiny Shakespeare's train split
+    assert cfg.trainer.max_steps == math.ceil(windows / cfg.data.batch_size)  # one epoch

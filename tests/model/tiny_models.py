@@ -1,0 +1,18 @@
+"""The small models the model's tests build: torch and src.model only, no Lightning or Hydra."""
+
+import torch
+
+from src.model import GPT, GPTConfig, SeedGPT, SeedGPTConfig
+
+VOCAB = 11
+
+
+def tiny_model(kind: str, fused: bool = False, **overrides) -> torch.nn.Module:
+    """A small model of either kind with a fixed seed, so two calls build the same weights."""
+    torch.manual_seed(0)
+    if kind == "seed":
+        return SeedGPT(
+            SeedGPTConfig(vocab_size=VOCAB, context_window=8, embedding_dim=12, num_heads=3, fused=fused, **overrides)
+        )
+    cfg = dict(vocab_size=VOCAB, context_window=12, embedding_dim=16, num_heads=4, num_layers=2, fused=fused)
+    return GPT(GPTConfig(**{**cfg, **overrides}))
