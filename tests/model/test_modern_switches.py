@@ -308,8 +308,8 @@ def test_a_model_with_every_switch_learns_a_short_text():
         ("gpt", dict(activation="tanh"), r"model.activation must be one of gelu, relu2, swiglu"),
         ("gpt", dict(positional="alibi"), r"model.positional must be one of sinusoidal, learned, rope"),
         ("seed", dict(num_kv_heads=2), r"model.num_kv_heads must divide num_heads \(5\)"),
-        ("seed", dict(activation="relu2"), r"keeps the options of the gpt model \(model.activation\)"),
-        ("seed", dict(value_embeddings=True), r"keeps the options of the gpt model \(model.value_embeddings\)"),
+        ("seed", dict(activation="relu2"), r"model.activation is an option of the gpt model, not of the seed model"),
+        ("seed", dict(value_embeddings=True), r"model.value_embeddings is an option of the gpt model, not of the seed"),
     ],
 )
 def test_combinations_that_cannot_work_are_refused_naming_the_fix(kind, cfg, message):
