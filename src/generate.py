@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 from src.data.tokenizer import PrintableStream, printable
 from src.model.sampling import check_sampling_args, sample_generators, stream
 from src.run.cli import command, pick_device
-from src.run.rules import sample_fits
+from src.run.rules import sample_fits, seed
 from src.training.checkpoint import describe, find_checkpoint, load_trained
 
 SEPARATOR = "-" * 15
@@ -29,6 +29,8 @@ def check_num_samples(num_samples: object) -> None:
 def run(cfg: DictConfig) -> list[str]:
     check_sampling_args(cfg.max_new_tokens, cfg.temperature, cfg.top_k, cfg.top_p)  # before loading anything
     check_num_samples(cfg.num_samples)
+    if cfg.seed is not None:  # null: unseeded
+        seed("seed", cfg.seed, cfg.num_samples)
     sample_fits("max_new_tokens", cfg.max_new_tokens, cfg.num_samples)
     path = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir)
     trained = load_trained(path)

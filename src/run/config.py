@@ -316,8 +316,7 @@ def check_values(cfg: DictConfig) -> None:
     check_keys("", cfg, TrainSchema, "the train config")
     check_keys("sample.", cfg.sample, SampleSchema, "sample")
     check_keys("sweep.", cfg.sweep, SweepSchema, "sweep")
-    if not (rules.is_int(cfg.seed) and 0 <= cfg.seed < 2**32):
-        rules.refuse("seed", cfg.seed, "an integer in [0, 2**32)")
+    rules.seed("seed", cfg.seed)
     rules.choice("progress_bar", str(cfg.progress_bar).lower(), ("auto", "true", "false"))
     check_model(cfg.model)
     check_data(cfg.data, cfg.model.context_window)

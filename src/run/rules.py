@@ -51,6 +51,14 @@ def of_type(key: str, value: Any, kinds: tuple[type, ...], optional: bool = Fals
         refuse(key, value, f"{'null or ' if optional else ''}of type {' or '.join(k.__name__ for k in kinds)}")
 
 
+def seed(key: str, value: Any, count: int = 1) -> None:
+    """A seed torch's CPU generator keeps whole: it keeps the lower 32 bits only (2**32 draws what 0
+    draws); `count` seeds from it (generate's sample i is seed + i) must all fit."""
+    if not (is_int(value) and 0 <= value and value + count - 1 < 2**32):
+        fix = f"sample i uses seed + i, so seed + {count - 1} must be below 2**32 too" if count > 1 else ""
+        refuse(key, value, "an integer in [0, 2**32)", fix)
+
+
 def positive_int(key: str, value: Any, fix: str = "") -> None:
     checks.positive_int(key, value, fix, ConfigError)
 
@@ -101,8 +109,9 @@ def window_fits(split: str, length: int, T: int, text: tuple[str, int] | None = 
         )
     fraction = "data.test_fraction" if split == "test" else "data.val_fraction"
     raise ConfigError(
-        f"context_window ({T}) is longer than the {split} split ({length} characters): "
-        f"lower model.context_window or give the {split} split more text ({fraction})"
+        f"context_window ({T}) needs windows of {T + 1} characters (its inputs and the character after them), "
+        f"more than the {split} split's {length}: lower model.context_window or give the {split} split more "
+        f"text ({fraction})"
     )
 
 

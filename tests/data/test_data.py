@@ -56,7 +56,7 @@ def test_validation_shards_cover_the_split_without_padding():
 
 
 def test_context_longer_than_the_validation_split_names_the_fix():
-    with pytest.raises(ValueError, match=r"context_window \(64\) is longer than the validation split.*lower"):
+    with pytest.raises(ValueError, match=r"context_window \(64\) needs windows of 65 characters.*lower"):
         ValidationWindows(np.arange(50), 64)
 
 

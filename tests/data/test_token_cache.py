@@ -189,7 +189,7 @@ def test_texts_of_every_kind_train_end_to_end(tmp_path, name):
     [
         ("aaaa" * 100, r"only one distinct character \('a'\).*at least two different characters"),
         ("\n" * 400, r"only one distinct character \('\\n'\)"),
-        ("tiny text\n", r"context_window \(8\) is longer than the validation split.*lower model\.context_window"),
+        ("tiny text\n", r"context_window \(8\) needs windows of 9 characters.*lower model\.context_window"),
         ("\ufeff", "is empty"),
     ],
 )

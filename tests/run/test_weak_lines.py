@@ -1,0 +1,39 @@
+"""Issue 37 item 19's weak lines: each says what is true and names the key.
+
+`generate seed=4294967296` drew what seed 0 draws (torch's CPU generator keeps the lower 32 bits;
+train refused that seed); `context_window (1) is longer than the validation split (1 characters)`
+contradicted itself.
+"""
+
+import pytest
+import torch
+
+from src.generate import run
+from src.run.cli import compose
+from src.run.rules import ConfigError, window_fits
+
+
+@pytest.mark.parametrize(
+    "typed,said",
+    [
+        (["seed=4294967296"], r"seed must be an integer in \[0, 2\*\*32\), got 4294967296"),
+        (["seed=-1"], r"seed must be an integer in \[0, 2\*\*32\)"),
+        (["seed=4294967295", "num_samples=2"], r"seed \+ 1 must be below 2\*\*32"),
+    ],
+)
+def test_a_seed_torch_would_alias_is_refused_before_anything_loads(typed, said):
+    assert torch.equal(  # why: 2**32 is 0 to the generator
+        torch.rand(3, generator=torch.Generator().manual_seed(2**32)),
+        torch.rand(3, generator=torch.Generator().manual_seed(0)),
+    )
+    with pytest.raises(ConfigError, match=said):
+        run(compose("generate", [*typed, "ckpt_path=/nonexistent"]))
+
+
+def test_a_window_that_does_not_fit_says_why_without_contradicting_itself():
+    with pytest.raises(ConfigError) as refused:
+        window_fits("validation", 1, 1)
+    assert str(refused.value).startswith(
+        "context_window (1) needs windows of 2 characters (its inputs and the character after them), more than "
+        "the validation split's 1: lower model.context_window"
+    )
