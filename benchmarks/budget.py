@@ -77,11 +77,11 @@ def step_ms(variant: str, steps: int) -> float:
 
     from benchmarks.recipe import run_of
     from src.training.callbacks import is_logging_step
-    from src.training.lit_gpt import LitGPT
+    from src.training.gpt_module import GPTModule
     from src.training.optim import build_optimizer, build_schedule
 
-    class WithoutNaNWatch(LitGPT):
-        """LitGPT's training_step less the per-step check for a NaN or infinite loss."""
+    class WithoutNaNWatch(GPTModule):
+        """GPTModule's training_step less the per-step check for a NaN or infinite loss."""
 
         def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
             _, loss = self.model(*batch)
@@ -92,7 +92,7 @@ def step_ms(variant: str, steps: int) -> float:
 
     removed = variant.removeprefix("no ") if variant.startswith("no ") else None
     every = variant == "none of them"
-    module_class = WithoutNaNWatch if removed == "NaN watch" or every else LitGPT
+    module_class = WithoutNaNWatch if removed == "NaN watch" or every else GPTModule
     overrides = [*BABY, f"trainer.max_steps={steps}"]
     if removed in CALLBACKS:
         overrides.append(f"callbacks.{removed}=null" if removed != "progress_bar" else "progress_bar=false")

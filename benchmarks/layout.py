@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("src.sweeps.analysis",),  # after a sweep: seed groups, the fit, the tables (numbers only)
     ("src.plots",),  # figures of attention: TensorBoard's maps, plot_attention's PNG
     ("src.sweeps.figure",),  # a sweep's summary.png, drawn from the analysis' numbers
-    ("src.training",),  # the Lightning pieces: LitGPT, callbacks, checkpoints, optimizer
+    ("src.training",),  # the Lightning pieces: GPTModule, callbacks, checkpoints, optimizer
     ("src.explorer",),  # the explorer page: a checkpoint's model running in one HTML file
     ("src.run.record", "src.run.rundir"),  # a run's result.json and exit status; its folder, ranks and lock
     ("src.sweeps.resources",),  # a parallel sweep's jobs sharing the machine: threads, GPU slots

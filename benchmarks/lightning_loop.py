@@ -63,10 +63,10 @@ def measure(variant: str, threads: int) -> float:
     import lightning as L
 
     from benchmarks.recipe import data_and_model
-    from src.training.lit_gpt import LitGPT
+    from src.training.gpt_module import GPTModule
     from src.training.optim import build_optimizer
 
-    class ManualGPT(LitGPT):
+    class ManualGPT(GPTModule):
         def __init__(self, **kwargs: Any):
             super().__init__(**kwargs)
             self.automatic_optimization = False
@@ -81,7 +81,7 @@ def measure(variant: str, threads: int) -> float:
             self.lr_schedulers().step()
             return loss
 
-    cfg, datamodule, lit = data_and_model(NOTES_SCALE, ManualGPT if variant == "manual" else LitGPT)
+    cfg, datamodule, lit = data_and_model(NOTES_SCALE, ManualGPT if variant == "manual" else GPTModule)
     ends: list[float] = []
     if variant == "bare":
         optimizer = build_optimizer(lit.model, cfg.optimizer)

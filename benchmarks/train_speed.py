@@ -214,11 +214,11 @@ BEFORE_ISSUE_14 = "102f3cd"  # the last commit with the generation loop that iss
 
 
 def _sampling_at(revision: str):
-    """src/model/sampling.py as it was at `revision` (git show), imported beside today's."""
+    """src/model/generation.py as it was at `revision` (git show), imported beside today's."""
     import importlib.util
 
     source = subprocess.run(
-        ["git", "show", f"{revision}:src/model/sampling.py"], cwd=ROOT, capture_output=True, text=True
+        ["git", "show", f"{revision}:src/model/generation.py"], cwd=ROOT, capture_output=True, text=True
     )
     if source.returncode != 0:
         return None  # not a git checkout with that history
@@ -257,7 +257,7 @@ def _seconds_to_first_token(command: list[str], prompt_chars: int) -> float:
 
 def generation(args: argparse.Namespace, workdir: Path) -> dict:
     """500 tokens from the default model (window 64): before issue 14, the notes' loop, now; batches; start-up."""
-    from src.model import sampling
+    from src.model import generation as gen
 
     def tokens_per_s(generate, batch: int = 1, **kwargs) -> float:
         prompt = torch.randint(0, 65, (batch, 6), generator=torch.Generator().manual_seed(0))
@@ -266,20 +266,20 @@ def generation(args: argparse.Namespace, workdir: Path) -> dict:
         return batch * 500 / (time.perf_counter() - start)
 
     def default_threads_only(*a, **k):
-        probe = sampling.fastest_thread_count
-        sampling.fastest_thread_count = lambda step, threads: threads  # no probe: torch's default
+        probe = gen.fastest_thread_count
+        gen.fastest_thread_count = lambda step, threads: threads  # no probe: torch's default
         try:
-            return sampling.generate(*a, **k)
+            return gen.generate(*a, **k)
         finally:
-            sampling.fastest_thread_count = probe
+            gen.fastest_thread_count = probe
 
     model = _default_model()
     before = _sampling_at(BEFORE_ISSUE_14)
     variants = {
-        "now": lambda: tokens_per_s(sampling.generate),
+        "now": lambda: tokens_per_s(gen.generate),
         "now, default threads": lambda: tokens_per_s(default_threads_only),
-        "notes' loop (use_cache=False)": lambda: tokens_per_s(sampling.generate, use_cache=False),
-        "now, batch of 10": lambda: tokens_per_s(sampling.generate, batch=10),
+        "notes' loop (use_cache=False)": lambda: tokens_per_s(gen.generate, use_cache=False),
+        "now, batch of 10": lambda: tokens_per_s(gen.generate, batch=10),
     }
     if before is not None:
         variants[f"before ({BEFORE_ISSUE_14})"] = lambda: tokens_per_s(before.generate)

@@ -18,14 +18,14 @@ import lightning as L
 import torch
 
 from benchmarks.recipe import data_and_model
-from src.data.datamodule import ShakespeareDataModule
+from src.data.datamodule import TextDataModule
 from src.training import scoring
-from src.training.lit_gpt import LitGPT
+from src.training.gpt_module import GPTModule
 
 VARIANTS = ("one forward pass per batch", "one part per core")
 
 
-def _validate_seconds(trainer: L.Trainer, lit: LitGPT, data: ShakespeareDataModule, split: bool) -> tuple[float, float]:
+def _validate_seconds(trainer: L.Trainer, lit: GPTModule, data: TextDataModule, split: bool) -> tuple[float, float]:
     part_tokens = scoring.MIN_PART_TOKENS
     if not split:
         scoring.MIN_PART_TOKENS = 2**62  # no batch is long enough to split: one pass, as before

@@ -17,12 +17,12 @@ import lightning as L
 import torch
 from omegaconf import DictConfig
 
-from src.data.datamodule import ShakespeareDataModule
+from src.data.datamodule import TextDataModule
 from src.run import rules
 from src.run.cli import command, pick_device
 from src.run.config import check_evaluate
 from src.training.checkpoint import Trained, describe, find_checkpoint
-from src.training.lit_gpt import LitGPT
+from src.training.gpt_module import GPTModule
 
 
 def trainer_devices(device: torch.device) -> dict[str, Any]:
@@ -34,7 +34,7 @@ def trainer_devices(device: torch.device) -> dict[str, Any]:
 
 def run(cfg: DictConfig) -> dict[str, float]:
     path = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir)
-    lit = LitGPT.from_checkpoint(path)
+    lit = GPTModule.from_checkpoint(path)
     split = lit.hparams.get("data") or {}
     # This command's own keys, before the DataModule would name training's (data.val_tokens, data.path).
     rules.val_tokens(cfg.val_tokens, lit.model.context_window, key="val_tokens")
@@ -45,7 +45,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
         )
     trained = Trained(lit.model, lit.tokenizer, dict(lit.hparams), lit.trained_steps, lit.best_val_loss)
     print("\n".join(describe(path, trained, chosen=cfg.ckpt_path is None)), file=sys.stderr)
-    datamodule = ShakespeareDataModule(
+    datamodule = TextDataModule(
         context_window=lit.model.context_window,
         batch_size=1,  # no training here: only the evaluation batches below are drawn
         val_batch_size=cfg.batch_size,

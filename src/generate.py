@@ -13,7 +13,7 @@ import sys
 from omegaconf import DictConfig
 
 from src.data.tokenizer import PrintableStream, printable
-from src.model.sampling import check_sampling_args, sample_generators, stream
+from src.model.generation import check_sampling_args, sample_generators, stream
 from src.run.cli import command, pick_device
 from src.run.rules import sample_fits, seed
 from src.training.checkpoint import describe, find_checkpoint, load_trained

@@ -37,7 +37,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from src.data.datamodule import ShakespeareDataModule
+from src.data.datamodule import TextDataModule
 from src.data.tokenizer import printable
 from src.model.language_model import count_parameters
 from src.run import preflight, record, rundir
@@ -46,8 +46,8 @@ from src.run.preflight import build_callbacks
 from src.run.rules import ConfigError
 from src.training.callbacks import GracefulInterrupt, TokensPerSecond, TrainingInterrupted
 from src.training.checkpoint_io import CheckpointWriteError
+from src.training.gpt_module import GPTModule
 from src.training.heads import TrackHeads
-from src.training.lit_gpt import LitGPT
 from src.training.tensorboard import LogHyperparams, TensorBoard, trial_name, watch_command
 
 if TYPE_CHECKING:
@@ -88,16 +88,16 @@ def tensorboard_hparams(cfg: DictConfig, num_parameters: int, varied: list[str])
 class Run(NamedTuple):
     """What `python -m src.train` fits, each part built once from its config."""
 
-    datamodule: ShakespeareDataModule
-    module: LitGPT
+    datamodule: TextDataModule
+    module: GPTModule
     trainer: L.Trainer
 
 
-def build(cfg: DictConfig, plan: preflight.Plan, module_class: type[LitGPT] = LitGPT) -> Run:
+def build(cfg: DictConfig, plan: preflight.Plan, module_class: type[GPTModule] = GPTModule) -> Run:
     """The run's objects from a config and its plan: seed, data, model, callbacks, logger, trainer.
 
     As lightning-hydra-template's train() builds its object dict; the benchmarks build here too
-    (module_class: their LitGPT variants), so that they measure what a run runs.
+    (module_class: their GPTModule variants), so that they measure what a run runs.
     """
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = preflight.build_datamodule(cfg, plan.tokenizer, plan.corpus)
@@ -218,7 +218,7 @@ def requeue_preempted(cfg: DictConfig, run_dir: Path, resume: str, rank_zero: bo
     return f"requeued SLURM job {job}: it resumes from there when it starts again (as {resume})"
 
 
-def in_memory_best(trainer: Any, lit: LitGPT) -> Trained | None:
+def in_memory_best(trainer: Any, lit: GPTModule) -> Trained | None:
     """The model in memory as best.ckpt holds it, when best.ckpt was written at the step training
     ended on (the usual case: the final validation was the best), sparing a read of the file."""
     from src.training.checkpoint import Trained
@@ -274,7 +274,7 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, num_pa
         log.info(f"best val loss {best:.4f} -> {best_path}")
     # What follows runs once, after training: its modules (the sampler, the checkpoint reader, the
     # explorer page) are imported here, not while the run starts.
-    from src.model.sampling import sample_text
+    from src.model.generation import sample_text
     from src.training.checkpoint import load_trained
 
     s = cfg.sample

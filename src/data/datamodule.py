@@ -1,4 +1,4 @@
-"""ShakespeareDataModule: the text, its tokenizer, and the train/val/test windows."""
+"""TextDataModule: the text, its tokenizer, and the train/val/test windows."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def require_two_characters(vocab: list[str], path: Path) -> None:
         )
 
 
-class ShakespeareDataModule(L.LightningDataModule):
+class TextDataModule(L.LightningDataModule):
     """Encodes the text once into a memory-mapped token cache and splits it contiguously: train | val | test.
 
     The first run over a text encodes it (src/data/token_cache.py); every later run, sweep job,

@@ -1,7 +1,7 @@
 """Memory-map a text's token cache on every run; encode it (token_encode.py) only when there is none.
 
 The cache's layout is token_format.py's. The train/val/test split is a view of tokens.bin (see
-ShakespeareDataModule), so one cache serves every data.val_fraction.
+TextDataModule), so one cache serves every data.val_fraction.
 
 Each run verifies what costs less than an encode (see `damage`): the vocabulary, the token width,
 the source recorded, every id inside the vocabulary, and the content of both tokens.bin and the

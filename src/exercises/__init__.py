@@ -155,7 +155,7 @@ def use(names: list[str]) -> None:
     """Swap in the learner's versions of `names`, in the catalogue's order (a learner's attention
     then calls their own softmax), in this process, until restore()."""
     import src.model  # noqa: F401  every module of the model, loaded, so that every name is found
-    import src.model.sampling  # noqa: F401
+    import src.model.generation  # noqa: F401
 
     restore()  # twice in one process is once
     for name in [n for n in EXERCISES if n in names]:

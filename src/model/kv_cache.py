@@ -3,7 +3,7 @@
 Without a cache every new token re-runs the whole window. With one, each layer computes K and V
 only for the new position and reads the earlier ones from here. The positional encoding is
 absolute, so a cache is valid only while the sequence fits the context window; generation falls
-back to a full forward pass over the cropped window after that (see `src.model.sampling.generate`).
+back to a full forward pass over the cropped window after that (see `src.model.generation.generate`).
 """
 
 from __future__ import annotations

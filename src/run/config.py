@@ -162,14 +162,14 @@ def register(config_name: str) -> None:
         return
     from lightning.pytorch import Trainer
 
-    from src.data.datamodule import ShakespeareDataModule
+    from src.data.datamodule import TextDataModule
 
     store.store(name="train_schema", node=TrainSchema)
     store.store(group="model", name="gpt_schema", node=GPTSchema)
     store.store(group="model", name="seed_schema", node=SeedSchema)
     for name, settings in OPTIMIZERS.items():  # the optimizers' settings, typed where they are used
         store.store(group="optimizer", name=f"{name}_schema", node=settings)
-    data = schema_of(ShakespeareDataModule, "DataSchema", skip=DATA_SET_BY_TRAIN, _target_="")
+    data = schema_of(TextDataModule, "DataSchema", skip=DATA_SET_BY_TRAIN, _target_="")
     store.store(group="data", name="data_schema", node=data)
     # Trainer(...) takes every key but the objects train() hands it itself.
     trainer = schema_of(Trainer, "TrainerSchema", skip=TRAINER_SET_BY_TRAIN, _target_="lightning.pytorch.Trainer")
@@ -291,7 +291,7 @@ def check_evaluate(cfg: DictConfig, argv: list[str]) -> None:
 
 def check_precision(cfg: DictConfig) -> None:
     """fp16 scales the loss and a fused AdamW unscales the gradients inside its own step, after the
-    clipping of LitGPT.configure_gradient_clipping: it would clip gradients still scaled by 2^16.
+    clipping of GPTModule.configure_gradient_clipping: it would clip gradients still scaled by 2^16.
     (Lightning refuses this pairing in its own clipping, which ours replaces.) On the CPU Lightning
     trains 16-mixed as bf16-mixed, without a scaler."""
     precision, clip = str(cfg.trainer.precision), cfg.trainer.gradient_clip_val

@@ -130,7 +130,7 @@ def val_tokens(value: Any, T: int, key: str = "data.val_tokens") -> None:
         )
 
 
-# What validation logs (src/training/lit_gpt.py), so what a checkpoint callback can monitor.
+# What validation logs (src/training/gpt_module.py), so what a checkpoint callback can monitor.
 VAL_METRICS = ("val/loss", "val/ppl", "val/bpc", "val/acc")
 
 

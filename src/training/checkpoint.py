@@ -168,7 +168,7 @@ def describe(path: Path, trained: Trained, chosen: bool) -> list[str]:
 
 
 def load_trained(path: str | Path) -> Trained:
-    """The model of a training checkpoint (LitGPT keeps it under `model.`), in eval mode."""
+    """The model of a training checkpoint (GPTModule keeps it under `model.`), in eval mode."""
     checkpoint = read_checkpoint(path)
     hparams = checkpoint["hyper_parameters"]
     tokenizer = CharTokenizer.from_dict(hparams["tokenizer"])

@@ -25,7 +25,7 @@ FORMAT = "scratchgpt"
 
 def export_config(trained: Trained) -> dict[str, Any]:
     """config.json: the model config, the vocabulary, the run's step and val loss, and the settings
-    the commands read back (the optimizer's, for a LitGPT; the text and its split, for evaluate)."""
+    the commands read back (the optimizer's, for a GPTModule; the text and its split, for evaluate)."""
     hparams = trained.hparams
     return {
         "format": FORMAT,

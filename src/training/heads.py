@@ -49,7 +49,7 @@ from torch import Tensor
 from src.model.head_scores import KINDS, MEASURES, THRESHOLD, HeadScores, measure_heads, repeated_probe
 from src.run.rules import non_negative_int, positive_int
 from src.training.callbacks import validates_step_zero
-from src.training.lit_gpt import log_at_step
+from src.training.gpt_module import log_at_step
 from src.training.tensorboard import TensorBoard
 
 FORMAT = "scratchgpt head scores 1"

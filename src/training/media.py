@@ -28,7 +28,7 @@ class SampleText(L.Callback):
         loggers = media_loggers(trainer)
         if not loggers or trainer.state.fn != "fit":
             return
-        from src.model.sampling import sample_text  # the sampler only once there is a sample to write
+        from src.model.generation import sample_text  # the sampler only once there is a sample to write
 
         text = sample_text(
             pl_module.model, pl_module.tokenizer, self.prompt, self.max_new_tokens, self.temperature, seed=self.seed

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from src.data.corpus import DataError, cached_corpus_path, resolve_corpus
-from src.data.datamodule import EVAL_TOKENS_CPU, ShakespeareDataModule
+from src.data.datamodule import EVAL_TOKENS_CPU, TextDataModule
 from src.data.windows import IGNORE, RandomWindowBatches, ValidationWindows, validation_batches, windows_at
 from tests.helpers import shakespeare_file
 
@@ -61,7 +61,7 @@ def test_context_longer_than_the_validation_split_names_the_fix():
 
 
 def test_datamodule_splits_contiguously_without_overlap(tmp_path):
-    dm = ShakespeareDataModule(
+    dm = TextDataModule(
         context_window=32, batch_size=4, path=str(shakespeare_file()), cache_dir=str(tmp_path), test_fraction=0.05
     )
     dm.setup()
@@ -113,7 +113,7 @@ def test_a_corrupt_cache_says_to_delete_it(tmp_path):
 def test_any_utf8_text_works_through_path(tmp_path):
     text = tmp_path / "poem.txt"
     text.write_text("Shall I compare thee to a summer's day?\n" * 50, encoding="utf-8")
-    dm = ShakespeareDataModule(context_window=8, batch_size=2, path=str(text), cache_dir=str(tmp_path))
+    dm = TextDataModule(context_window=8, batch_size=2, path=str(text), cache_dir=str(tmp_path))
     dm.setup()
     assert dm.tokenizer.vocab == sorted(set(text.read_text()))
 
@@ -126,14 +126,12 @@ def test_empty_or_non_utf8_files_are_refused(tmp_path, content, message):
     bad = tmp_path / "bad.txt"
     bad.write_bytes(content)
     with pytest.raises(DataError, match=message):
-        ShakespeareDataModule(context_window=8, batch_size=2, path=str(bad), cache_dir=str(tmp_path)).setup()
+        TextDataModule(context_window=8, batch_size=2, path=str(bad), cache_dir=str(tmp_path)).setup()
 
 
 def test_a_missing_path_names_the_option(tmp_path):
     with pytest.raises(DataError, match=r"data\.path=.*does not exist"):
-        ShakespeareDataModule(
-            context_window=8, batch_size=2, path=str(tmp_path / "nope.txt"), cache_dir=str(tmp_path)
-        ).setup()
+        TextDataModule(context_window=8, batch_size=2, path=str(tmp_path / "nope.txt"), cache_dir=str(tmp_path)).setup()
 
 
 @pytest.mark.parametrize("world_size", [1, 3])
@@ -150,7 +148,7 @@ def test_validation_batches_equal_the_windows_one_by_one(world_size):
 
 def test_validation_batch_size_is_sized_by_tokens_unless_set(tmp_path):
     def datamodule(**kwargs):
-        return ShakespeareDataModule(batch_size=4, path=str(shakespeare_file()), cache_dir=str(tmp_path), **kwargs)
+        return TextDataModule(batch_size=4, path=str(shakespeare_file()), cache_dir=str(tmp_path), **kwargs)
 
     assert datamodule(context_window=64).eval_batch_size() == EVAL_TOKENS_CPU // 64  # no trainer: the CPU's
     assert datamodule(context_window=10).eval_batch_size() == EVAL_TOKENS_CPU // 10

@@ -13,12 +13,12 @@ import torch
 
 from src.data import token_encode
 from src.data.corpus import DataError
-from src.data.datamodule import ShakespeareDataModule
+from src.data.datamodule import TextDataModule
 from src.data.token_cache import cache_key, load, open_corpus
 from src.data.token_encode import encode
 from src.data.tokenizer import CharTokenizer
 from src.data.windows import RandomWindowBatches
-from src.training.lit_gpt import LitGPT
+from src.training.gpt_module import GPTModule
 from tests.helpers import shakespeare_file
 
 MIXED = "héllo wörld, 日本語のテキスト 😀🎭 ok\n" * 40  # 1- to 4-byte characters
@@ -113,7 +113,7 @@ def test_a_non_utf8_byte_is_reported_at_its_offset_in_any_chunk(tmp_path):
 
 def test_memmapped_windows_equal_the_in_memory_windows_of_before(tmp_path):
     """The batches of a seed are those the in-RAM tensor of earlier versions gave."""
-    dm = ShakespeareDataModule(context_window=16, batch_size=8, path=str(shakespeare_file()), cache_dir=str(tmp_path))
+    dm = TextDataModule(context_window=16, batch_size=8, path=str(shakespeare_file()), cache_dir=str(tmp_path))
     dm.setup()
     text = shakespeare_file().read_text(encoding="utf-8")
     in_ram = CharTokenizer.from_text(text).encode(text).to(torch.uint8)[: len(dm.splits["train"])]
@@ -128,25 +128,25 @@ def test_memmapped_windows_equal_the_in_memory_windows_of_before(tmp_path):
 
 def test_validation_covers_the_configured_span(tmp_path):
     kwargs = dict(context_window=16, batch_size=8, path=str(shakespeare_file()), cache_dir=str(tmp_path))
-    capped = ShakespeareDataModule(**kwargs, val_tokens=1000)
+    capped = TextDataModule(**kwargs, val_tokens=1000)
     capped.setup()
     assert len(capped.val_dataloader().dataset.data) == 1000
     assert "val/loss over its first 1,000" in capped.describe()
-    default = ShakespeareDataModule(**kwargs, val_tokens=120_000)  # the config's default
+    default = TextDataModule(**kwargs, val_tokens=120_000)  # the config's default
     default.setup()
     assert len(default.val_dataloader().dataset.data) == 111_539  # all of Tiny Shakespeare's val split
     assert "val/loss over all of it" in default.describe()
-    whole = ShakespeareDataModule(**kwargs, val_fraction=0.3, val_tokens=None)  # what src.evaluate scores
+    whole = TextDataModule(**kwargs, val_fraction=0.3, val_tokens=None)  # what src.evaluate scores
     whole.setup()
     assert len(whole.val_dataloader().dataset.data) == len(whole.splits["val"]) == int(0.3 * 1_115_394)
     with pytest.raises(ValueError, match=r"data\.val_tokens \(16\) must exceed model\.context_window"):
-        ShakespeareDataModule(**kwargs, val_tokens=16)
+        TextDataModule(**kwargs, val_tokens=16)
 
 
-def train_briefly(dm: ShakespeareDataModule, steps: int = 60) -> float:
+def train_briefly(dm: TextDataModule, steps: int = 60) -> float:
     """Train a tiny model on the datamodule in-process; return the final val loss."""
     dm.setup()
-    lit = LitGPT(
+    lit = GPTModule(
         model={"kind": "seed", "context_window": dm.context_window, "embedding_dim": 16, "num_heads": 2},
         tokenizer=dm.tokenizer.to_dict(),
         optimizer={"name": "adamw", "lr": 3e-2, "warmup_steps": 0, "min_lr": 3e-3, "weight_decay": 0.0},
@@ -177,7 +177,7 @@ TEXTS = {
 @pytest.mark.parametrize("name", TEXTS)
 def test_texts_of_every_kind_train_end_to_end(tmp_path, name):
     source = write(tmp_path, TEXTS[name])
-    dm = ShakespeareDataModule(context_window=8, batch_size=8, path=str(source), cache_dir=str(tmp_path))
+    dm = TextDataModule(context_window=8, batch_size=8, path=str(source), cache_dir=str(tmp_path))
     loss = train_briefly(dm)
     vocab = sorted(set(TEXTS[name].lstrip("\ufeff")))  # the byte-order mark is not text
     assert dm.tokenizer.vocab == vocab
@@ -196,7 +196,7 @@ def test_texts_of_every_kind_train_end_to_end(tmp_path, name):
 def test_texts_that_cannot_train_are_refused_with_the_fix(tmp_path, content, message):
     source = write(tmp_path, content)
     with pytest.raises(ValueError, match=message):
-        ShakespeareDataModule(context_window=8, batch_size=8, path=str(source), cache_dir=str(tmp_path)).setup()
+        TextDataModule(context_window=8, batch_size=8, path=str(source), cache_dir=str(tmp_path)).setup()
 
 
 def test_a_checkpoint_vocabulary_encodes_a_text_with_fewer_characters(tmp_path):

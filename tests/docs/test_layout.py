@@ -32,8 +32,8 @@ def test_a_run_from_scratch_loads_what_it_trains_with_and_not_what_it_uses_after
     multirun, a resume and a cache miss."""
     open_text(compose("train", []).data)  # the text's token cache is there, as on every run but a text's first
     loaded = loaded_at_fit_start([])
-    assert {"src/train.py", "src/training/lit_gpt.py", "src/data/datamodule.py"} <= set(loaded)
-    later = {"src/model/sampling.py", "src/training/checkpoint.py", "src/explorer/page.py", "src/plots.py"}
+    assert {"src/train.py", "src/training/gpt_module.py", "src/data/datamodule.py"} <= set(loaded)
+    later = {"src/model/generation.py", "src/training/checkpoint.py", "src/explorer/page.py", "src/plots.py"}
     assert not later & set(loaded), later & set(loaded)
     assert "src/sweeps/analysis.py" not in loaded
     elsewhere = {

@@ -16,7 +16,7 @@ import src.model.layers
 from src import exercises
 from src.exercises import EXERCISES, write
 from src.model import build_model
-from src.model.sampling import generate
+from src.model.generation import generate
 from src.run.cli import compose
 from src.run.rules import ConfigError
 from src.train import train as run_training

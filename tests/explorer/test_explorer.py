@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from src.explorer.page import write_explorer
-from src.model.sampling import next_token_distribution
+from src.model.generation import next_token_distribution
 from src.training.checkpoint import load_trained
 from tests.explorer.browser import chromium, open_page, write_checkpoint
 from tests.helpers import run_cli

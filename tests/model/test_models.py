@@ -148,7 +148,7 @@ def test_compile_builds_one_training_graph_and_leaves_eval_and_sampling_eager():
     sampling and attention maps never recompile it or fall back mid-run."""
     from torch._dynamo.utils import counters
 
-    from src.model.sampling import generate
+    from src.model.generation import generate
 
     torch._dynamo.reset()
     counters.clear()

@@ -11,9 +11,10 @@ import torch.nn.functional as F
 
 from src.model import GPT, GPTConfig, SeedGPTConfig, build_model
 from src.model.attention import MultiHeadAttention, causal_mask, softmax
+from src.model.generation import generate
 from src.model.layers import MLP, RMSNorm, relu2, silu, softcap
 from src.model.rotary import Rotary
-from src.model.sampling import generate
+from src.model.generation import generate
 from tests.model.tiny_models import VOCAB, tiny_model
 
 # Every switch alone, then all at once; the seed model takes those that fit one attention layer.

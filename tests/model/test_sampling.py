@@ -5,7 +5,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from src.model.sampling import (
+from src.model.generation import (
     check_sampling_args,
     fastest_thread_count,
     generate,

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from src.model.sampling import GREEDY_BELOW, generate, next_token_distribution
+from src.model.generation import GREEDY_BELOW, generate, next_token_distribution
 from tests.model.tiny_models import tiny_model
 
 

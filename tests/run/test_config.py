@@ -8,7 +8,7 @@ from hydra.errors import HydraException
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from src.data.datamodule import ShakespeareDataModule
+from src.data.datamodule import TextDataModule
 from src.model import build_model
 from src.run.cli import CONFIG_DIR, compose, composer, point_composer
 
@@ -68,7 +68,7 @@ def test_callbacks_logger_and_datamodule_instantiate(tmp_path):
     logger = instantiate(cfg.logger)
     assert Path(logger.log_dir) == tmp_path / "run" / "tensorboard"
     dm = instantiate(cfg.data, context_window=cfg.model.context_window)
-    assert isinstance(dm, ShakespeareDataModule)
+    assert isinstance(dm, TextDataModule)
     assert dm.context_window == cfg.model.context_window
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from src.data.datamodule import ShakespeareDataModule
+from src.data.datamodule import TextDataModule
 from src.model import GPTConfig, SeedGPTConfig
 from src.run.cli import compose
 from src.run.config import SampleSchema, SweepSchema
@@ -28,7 +28,7 @@ WHERE = {
     "optimizer=adamw": ("optimizer", AdamW),
     "optimizer=sgd": ("optimizer", SGD),
     "optimizer=muon": ("optimizer", Muon),
-    "data": ("data", ShakespeareDataModule),
+    "data": ("data", TextDataModule),
     "sample": ("sample", SampleSchema),
     "sweep": ("sweep", SweepSchema),
 }

@@ -495,14 +495,14 @@ def test_generate_samples_on_mps(trained, capsys):
 
 
 def lit_on(rank: int, world: int, device: str, gathered: list | None = None):
-    """A tiny LitGPT as rank `rank` of `world` processes training on `device` (a stub trainer)."""
+    """A tiny GPTModule as rank `rank` of `world` processes training on `device` (a stub trainer)."""
     import torch
 
     from src.data.tokenizer import CharTokenizer
-    from src.training.lit_gpt import LitGPT
+    from src.training.gpt_module import GPTModule
 
     model = {"kind": "seed", "context_window": 4, "embedding_dim": 4, "num_heads": 1}
-    lit = LitGPT(model=model, tokenizer=CharTokenizer("ab").to_dict(), optimizer={"name": "sgd", "lr": 0.1})
+    lit = GPTModule(model=model, tokenizer=CharTokenizer("ab").to_dict(), optimizer={"name": "sgd", "lr": 0.1})
     strategy = SimpleNamespace(
         root_device=torch.device(device),
         reduce=lambda tensor, reduce_op: tensor,

@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from src.model import build_model
 from src.training import callbacks
 from src.training.flops import Throughput, compute_dtype, matmul_weights, peak_flops, training_flops_per_token
-from src.training.lit_gpt import LitGPT
+from src.training.gpt_module import GPTModule
 from tests.helpers import scalars
 
 
@@ -77,7 +77,7 @@ def fit_with_a_fake_clock(tmp_path, monkeypatch, peak: float | None, steps: int 
     clock = iter(range(10_000))
     monkeypatch.setattr(callbacks, "time", types.SimpleNamespace(perf_counter=lambda: 0.5 * next(clock)))
     B, T, vocab = 4, 8, 11
-    lit = LitGPT(
+    lit = GPTModule(
         model=dict(kind="gpt", context_window=T, embedding_dim=16, num_heads=2, num_layers=1),
         tokenizer={"vocab": "abcdefghijk"},
         optimizer=dict(name="adamw", lr=1e-3, betas=[0.9, 0.99], weight_decay=0.1, fused=False, warmup_steps=0),

@@ -6,7 +6,7 @@ ones" (there were none).
 
 import pytest
 
-from src.training.lit_gpt import NonFiniteLossError
+from src.training.gpt_module import NonFiniteLossError
 from tests.helpers import train_in_process
 
 NAN_AT = ("+callbacks.nan._target_=tests.helpers.NaNOnRank", "+callbacks.nan.rank=0")

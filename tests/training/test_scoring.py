@@ -6,11 +6,11 @@ import lightning as L
 import pytest
 import torch
 
-from src.data.datamodule import ShakespeareDataModule
+from src.data.datamodule import TextDataModule
 from src.data.windows import IGNORE
 from src.model import build_model
 from src.training import scoring
-from src.training.lit_gpt import LitGPT
+from src.training.gpt_module import GPTModule
 from src.training.scoring import MIN_PART_TOKENS, _workers, parts_and_threads, score, score_on_every_core
 
 TINY = dict(kind="gpt", context_window=16, embedding_dim=32, num_heads=2, num_layers=2, fused=True)
@@ -91,13 +91,13 @@ def test_validation_is_the_mean_loss_of_every_position_scored_once(two_threads, 
     assert parts_and_threads(torch.zeros(5, 16)) == (2, 1)
     text = tmp_path / "text.txt"
     text.write_text("\ufeff春眠不覚暁、処処聞啼鳥。🌸🐦\r\nTo be, or not to be:\r\n" * 23, encoding="utf-8")
-    data = ShakespeareDataModule(
+    data = TextDataModule(
         context_window=16, batch_size=4, val_batch_size=5, path=str(text), cache_dir=str(tmp_path / "cache"),
         val_fraction=0.3,
     )  # fmt: skip
     data.setup()
     torch.manual_seed(0)
-    lit = LitGPT(TINY, data.tokenizer.to_dict(), {"name": "adamw", "lr": 1e-3})
+    lit = GPTModule(TINY, data.tokenizer.to_dict(), {"name": "adamw", "lr": 1e-3})
     trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
     trainer.validate(lit, datamodule=data, verbose=False)
 

@@ -1,7 +1,7 @@
-// Choosing the next character, as src/model/sampling.py does: temperature, then top-k, then top-p.
+// Choosing the next character, as src/model/generation.py does: temperature, then top-k, then top-p.
 "use strict";
 
-// Below float32's smallest normal number a temperature is greedy, as 0 is (src/model/sampling.py's GREEDY_BELOW).
+// Below float32's smallest normal number a temperature is greedy, as 0 is (src/model/generation.py's GREEDY_BELOW).
 const GREEDY_BELOW = 1.1754943508222875e-38;
 
 /** Last-position logits (vocab,) -> probabilities after temperature, top-k and top-p (nucleus).

@@ -1,4 +1,4 @@
-"""LitGPT: the LightningModule around GPT or SeedGPT.
+"""GPTModule: the LightningModule around GPT or SeedGPT.
 
 It owns the loss over all positions, the optimizer and per-step schedule, and the metrics.
 Its hyperparameters hold the model config and the tokenizer, so a checkpoint alone is enough
@@ -47,7 +47,7 @@ class NonFiniteLossError(ValueError):
     """Training diverged; the message names the step and what to change."""
 
 
-class LitGPT(L.LightningModule):
+class GPTModule(L.LightningModule):
     def __init__(
         self,
         model: dict[str, Any],
@@ -275,9 +275,9 @@ class LitGPT(L.LightningModule):
             log.warning(f"resuming without {' and '.join(lost)}: dropout draws new random numbers from here")
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path) -> LitGPT:
+    def from_checkpoint(cls, path: str | Path) -> GPTModule:
         """Rebuild from a checkpoint alone: the trained model as load_trained reads it (errors name the fix),
-        in a LitGPT of the checkpoint's settings."""
+        in a GPTModule of the checkpoint's settings."""
         from src.training.checkpoint import load_trained  # not loaded by a run that trains from scratch
 
         trained = load_trained(path)
