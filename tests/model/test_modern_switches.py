@@ -14,7 +14,6 @@ from src.model.attention import MultiHeadAttention, causal_mask, softmax
 from src.model.generation import generate
 from src.model.layers import MLP, RMSNorm, relu2, silu, softcap
 from src.model.rotary import Rotary
-from src.model.generation import generate
 from tests.model.tiny_models import VOCAB, tiny_model
 
 # Every switch alone, then all at once; the seed model takes those that fit one attention layer.
