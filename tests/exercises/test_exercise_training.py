@@ -71,7 +71,8 @@ def test_a_blank_piece_stops_the_model_at_its_step(name, learner, monkeypatch):
     idx = torch.randint(0, 11, (2, 8))
     step = EXERCISES[name].step
     with pytest.raises(NotImplementedError, match=f"exercise {name}, the notes' step '{step}'"):
-        model = build_model({"kind": "gpt", "context_window": 8, "embedding_dim": 12, "num_heads": 3}, 11)
+        config = {"kind": "gpt", "context_window": 8, "embedding_dim": 12, "num_heads": 3, "fused": False}
+        model = build_model(config, 11)
         _, loss = model(idx, idx)
         loss.backward()
         generate(model, idx[:, :2], 6, greedy=True, use_cache=True)
