@@ -17,6 +17,7 @@ import lightning as L
 import torch
 from omegaconf import DictConfig
 
+from src.data.corpus import resolve_corpus
 from src.data.datamodule import TextDataModule
 from src.run import rules
 from src.run.cli import command, pick_device
@@ -43,6 +44,8 @@ def run(cfg: DictConfig) -> dict[str, float]:
             f"data_path={cfg.data_path} does not exist or is not a file: point data_path at a UTF-8 text file, "
             f"or leave it null for the text the checkpoint was trained on"
         )
+    if cfg.data_path is None and split.get("path") is not None:  # the run's own text: named by this command's key
+        resolve_corpus(split["path"], cfg.paths.data_dir, key="data_path")
     trained = Trained(lit.model, lit.tokenizer, dict(lit.hparams), lit.trained_steps, lit.best_val_loss)
     print("\n".join(describe(path, trained, chosen=cfg.ckpt_path is None)), file=sys.stderr)
     datamodule = TextDataModule(

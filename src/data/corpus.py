@@ -68,12 +68,30 @@ def resolve_corpus(
     cache_dir: str | Path,
     url: str = TINY_SHAKESPEARE_URL,
     sha256: str = TINY_SHAKESPEARE_SHA256,
+    key: str = "data.path",
 ) -> Path:
-    """The text file to train on: `path` if given, else the verified cache, else a download."""
+    """The text file to train on: `path` if given, else the verified cache, else a download.
+
+    key: the command's own key for a text (evaluate's data_path, explore's text), named in the fix
+    when `path` is a checkpoint's text that is gone or unreadable; data.path when it is the typed one.
+    """
     if path is not None:
         user_file = Path(path).expanduser()
         if not user_file.is_file():
+            if key != "data.path":
+                raise DataError(
+                    f"the checkpoint's text {path} does not exist or is not a file: pass {key}=<a UTF-8 text file> "
+                    f"to use another"
+                )
             raise DataError(f"data.path={path} does not exist or is not a file: point data.path at a UTF-8 text file")
+        try:
+            with open(user_file, "rb"):
+                pass
+        except OSError as err:
+            raise DataError(
+                f"cannot read {path} ({err.strerror or err}): check its permissions, "
+                f"or set {key}=<another UTF-8 text file>"
+            ) from None
         return user_file
     cached = cached_corpus_path(cache_dir)
     if cached.is_file():

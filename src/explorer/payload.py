@@ -61,7 +61,7 @@ def validation_text(hparams: dict[str, Any], data_dir: str | Path, chars: int) -
     the token cache exactly as training cut it.
     """
     split = hparams.get("data") or {}
-    path = resolve_corpus(split.get("path"), data_dir)
+    path = resolve_corpus(split.get("path"), data_dir, key="text")
     vocab = list(hparams["tokenizer"]["vocab"])
     tokens = open_corpus(path, data_dir, vocab).tokens
     sizes = split_lengths(len(tokens), split.get("val_fraction", 0.1), split.get("test_fraction", 0.0))

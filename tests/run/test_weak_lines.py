@@ -8,6 +8,8 @@ contradicted itself.
 import pytest
 import torch
 
+from src.data import corpus
+from src.data.corpus import DataError, resolve_corpus
 from src.generate import run
 from src.run.cli import compose
 from src.run.rules import ConfigError, window_fits
@@ -37,3 +39,32 @@ def test_a_window_that_does_not_fit_says_why_without_contradicting_itself():
         "context_window (1) needs windows of 2 characters (its inputs and the character after them), more than "
         "the validation split's 1: lower model.context_window"
     )
+
+
+@pytest.mark.parametrize(
+    "key,said",
+    [
+        ("data.path", r"data\.path=.*gone\.txt does not exist or is not a file: point data\.path at"),
+        ("data_path", r"the checkpoint's text .*gone\.txt does not exist or is not a file: pass data_path=<a UTF-8"),
+        ("text", r"the checkpoint's text .*gone\.txt does not exist or is not a file: pass text=<a UTF-8"),
+    ],
+)
+def test_a_gone_text_is_named_by_the_commands_own_key(tmp_path, key, said):
+    """evaluate and explore on a run whose text was deleted named data.path (their keys: data_path, text=)."""
+    with pytest.raises(DataError, match=said):
+        resolve_corpus(tmp_path / "gone.txt", tmp_path, key=key)
+
+
+def test_an_unreadable_text_names_the_key(tmp_path, monkeypatch):
+    """An unreadable text was a raw `[Errno 13] Permission denied` naming no key."""
+    text = tmp_path / "text.txt"
+    text.write_text("abc\n")
+
+    def denied(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(corpus, "open", denied, raising=False)
+    with pytest.raises(
+        DataError, match=r"cannot read .*text\.txt \(Permission denied\): check its permissions, or set"
+    ):
+        resolve_corpus(text, tmp_path, key="data_path")
