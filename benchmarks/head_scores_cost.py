@@ -2,7 +2,7 @@
 at the default config (4 layers, 4 heads, window 64, Tiny Shakespeare's whole val split).
 
 Each round times, in turn: one validation pass as a run makes it (`trainer.validate` on the run
-that src/train.py's build() makes), the scores (src/model/head_scores.measure_heads on the probe
+that src/train.py's build() makes), the scores (src/training/heads.score_heads_now on the probe
 and the validation windows, as TrackHeads calls it), the snapshot (the opening prompt's maps and
 head_scores.json written) and the heads-at-a-glance image. Medians over the rounds; every round
 printed. Run it under `flock -x /work/QUIET` for a figure worth reporting.
@@ -23,11 +23,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     import src.training.lightning_import  # noqa: F401
-    from src.model.head_scores import measure_heads
     from src.run import preflight
     from src.run.cli import compose
     from src.train import build
-    from src.training.heads import TrackHeads
+    from src.training.heads import TrackHeads, score_heads_now
     from tests.helpers import shakespeare_file
 
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
@@ -45,7 +44,7 @@ def main() -> None:
         t0 = time.perf_counter()
         trainer.validate(lit, datamodule=datamodule, verbose=False)
         t1 = time.perf_counter()
-        result = measure_heads(lit.model, tracker.probe, tracker.text)
+        result = score_heads_now(lit.model, tracker.probe, tracker.text)
         t2 = time.perf_counter()
         tracker.write_snapshot(trainer, lit, result)
         t3 = time.perf_counter()

@@ -39,6 +39,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +94,28 @@ def write_json(path: Path, content: dict[str, Any]) -> None:
         raise
 
 
+@contextmanager
+def one_thread(device: torch.device) -> Iterator[None]:
+    """On a CPU, torch's intra-op threads set to one meanwhile: batches this small gain nothing from
+    a second, and on a busy machine two threads waiting for each other took 5-30x longer (the
+    reason validation scores its parts single-threaded too, src/training/scoring.py)."""
+    if device.type != "cpu":
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def score_heads_now(model: torch.nn.Module, probe: Tensor, text: Tensor | None) -> HeadScores:
+    """measure_heads as the callback runs it (one_thread)."""
+    with one_thread(probe.device):
+        return measure_heads(model, probe, text)
+
+
 class TrackHeads(L.Callback):
     """Scores every head at each validation; see the module docstring for what it writes.
 
@@ -139,7 +163,7 @@ class TrackHeads(L.Callback):
             return
         model, device = pl_module.model, pl_module.device
         text = self.text.to(device) if self.text is not None else None
-        result = measure_heads(model, self.probe.to(device), text)
+        result = score_heads_now(model, self.probe.to(device), text)
         self.last = result
         metrics = {
             SCORE_TAG.format(measure=measure, layer=layer, head=head): value
@@ -160,7 +184,8 @@ class TrackHeads(L.Callback):
         prompt_ids = tokenizer.encode(prompt).to(pl_module.device)
         was_training = model.training
         model.eval()
-        prompt_maps = [A[0] for A in model.attention_maps(prompt_ids.unsqueeze(0))]
+        with one_thread(prompt_ids.device):
+            prompt_maps = [A[0] for A in model.attention_maps(prompt_ids.unsqueeze(0))]
         model.train(was_training)
         val_loss = trainer.callback_metrics.get("val/loss")
         self.snapshots = [s for s in self.snapshots if s["step"] < step]
