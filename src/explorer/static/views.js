@@ -1072,7 +1072,7 @@ function internals(text) {
 }
 
 /** For tests and other programs: the model's outputs for the last position of `text`, cropped to the window. */
-function predict(text) {
+function predict(text = "") {
   const a = analyse(text);
   if (!a.result) return { probs: null, attention: [], lens: [], window: "", unknown: a.unknown };
   const T = a.T;
@@ -1087,11 +1087,12 @@ window.scratchgpt = {
   config: model.config,
   predict,
   internals,
-  distribution: (text, { temperature = 1, topK = null, topP = null } = {}) => {
+  distribution: (text = "", { temperature = 1, topK = null, topP = null } = {}) => {
     const a = analyse(text);
     return a.result ? Array.from(nextTokenDistribution(a.logits, temperature, topK, topP)) : null;
   },
-  excerpt: () => excerptScores.then((s) => ({ meanLoss: s.meanLoss, count: s.count })),
+  // a promise always: of null when the excerpt has nothing to score (fewer than two characters of the vocabulary)
+  excerpt: () => Promise.resolve(excerptScores).then((s) => s && { meanLoss: s.meanLoss, count: s.count }),
   /** This checkpoint's head scores, computed in the page (a promise). */
   headScores: () => headsScored.then((s) => s && { scores: s.scores, kinds: s.kinds, inContext: s.inContext }),
   /** Show frame k of the time-lapse (the last: this checkpoint) and return what the view drew from. */
