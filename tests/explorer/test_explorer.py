@@ -303,3 +303,47 @@ def test_attention_and_lens_views_follow_the_mouse_and_the_text(tmp_path, browse
     lens = page.locator("table.lens tr")
     assert lens.count() == 1 + 3  # a header, the embedding, two layers
     assert lens.nth(0).locator("th").count() == 1 + 9
+
+
+def test_a_model_trained_with_every_switch_equals_pytorch(tmp_path, browser):
+    """Issue 33: weights trained with RoPE, RMSNorm, SwiGLU, QK-norm, GQA, the soft-cap and value
+    embeddings (40 AdamW steps on the page's text), not drawn: the page still equals PyTorch."""
+    from src.data.tokenizer import CharTokenizer
+    from src.model import build_model
+
+    text = "First Citizen:\nBefore we proceed any further, hear me speak.\n" * 8
+    tokenizer = CharTokenizer.from_text(text)
+    config = MODELS["gpt-modern"]
+    torch.manual_seed(0)
+    model = build_model(config, tokenizer.vocab_size)
+    data = tokenizer.encode(text)
+    T = config["context_window"]
+    x = torch.stack([data[s : s + T] for s in range(0, len(data) - T - 1, 2)])
+    y = torch.stack([data[s + 1 : s + T + 1] for s in range(0, len(data) - T - 1, 2)])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model: one thread is fastest, and never stalls on a busy machine
+    try:
+        for _ in range(40):
+            optimizer.zero_grad()
+            loss = model(x, y)[1]
+            loss.backward()
+            optimizer.step()
+    finally:
+        torch.set_num_threads(threads)
+    assert loss.item() < 1.5  # it learned the text (from ln 24 = 3.2)
+    checkpoint = tmp_path / "trained.ckpt"
+    state = {f"model.{k}": v for k, v in model.state_dict().items()}
+    hparams = {"model": dict(config), "tokenizer": tokenizer.to_dict()}
+    torch.save({"state_dict": state, "hyper_parameters": hparams, "global_step": 40, "best_val_loss": 1.0}, checkpoint)
+    (tmp_path / "text.txt").write_text(text, encoding="utf-8")
+    page = open_page(
+        browser, write_explorer(checkpoint, tmp_path / "trained.html", tmp_path, text=str(tmp_path / "text.txt"))
+    )
+    assert page.errors == []
+    for prompt in PROMPTS[:3]:
+        got = page.page.evaluate("(t) => window.scratchgpt.predict(t)", prompt)
+        probs, attention, _ = torch_predict(checkpoint, prompt)
+        assert torch.allclose(torch.tensor(got["probs"], dtype=torch.float64), probs, atol=1e-5, rtol=0)
+        for page_layer, torch_layer in zip(got["attention"], attention, strict=True):
+            assert torch.allclose(torch.tensor(page_layer, dtype=torch.float64), torch_layer, atol=1e-5, rtol=0)
