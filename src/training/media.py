@@ -6,12 +6,15 @@ import lightning as L
 import torch
 
 from src.run.rules import sample_fits, sampling
+from src.training.callbacks import validates_step_zero
 from src.training.tensorboard import ATTENTION_TAG
 
 
 def media_loggers(trainer: L.Trainer) -> list:
-    """The loggers that take text samples and pictures (TensorBoard and src/training/loggers.py's), on rank 0."""
-    if not trainer.is_global_zero or trainer.sanity_checking:
+    """The loggers that take text samples and pictures (TensorBoard and src/training/loggers.py's), on
+    rank 0; none in a sanity check that is not the run's validation at step 0 (the curves start
+    there, and so do the media)."""
+    if not trainer.is_global_zero or (trainer.sanity_checking and not validates_step_zero(trainer)):
         return []
     return [logger for logger in trainer.loggers if hasattr(logger, "log_picture")]
 

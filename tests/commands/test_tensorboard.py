@@ -59,18 +59,18 @@ def test_the_best_val_loss_is_the_running_minimum_of_real_validations(trained):
         assert value == pytest.approx(min(v for k, v in val.items() if 0 < k <= step))
 
 
-def test_a_text_sample_at_every_validation(trained):
+def test_a_text_sample_at_every_validation_from_step_0(trained):
     samples = events(trained[0]).Tensors("samples/text_summary")
-    assert [s.step for s in samples] == VALIDATIONS
+    assert [s.step for s in samples] == [0, *VALIDATIONS]  # from step 0, where the curves start
     text = tensor_util.make_ndarray(samples[-1].tensor_proto).item().decode()
     assert text.startswith("    First Citizen:") and len(text) > 200  # preformatted: four-space indent
 
 
-def test_one_attention_image_per_layer_at_every_validation(trained):
+def test_one_attention_image_per_layer_at_every_validation_from_step_0(trained):
     accumulator = events(trained[0])
     for layer in range(LAYERS):
         images = accumulator.Images(f"maps/attention_layer_{layer}")
-        assert [i.step for i in images] == VALIDATIONS
+        assert [i.step for i in images] == [0, *VALIDATIONS]  # from step 0, where the curves start
         assert png_size(images[-1].encoded_image_string) == (HEADS * CELL * DPI, (CELL + TITLE) * DPI)
     assert "maps/attention_layer_2" not in accumulator.Tags()["images"]
 

@@ -49,7 +49,8 @@ def test_csv_holds_the_curve_the_hyperparameters_samples_and_maps(run: Path):
     assert any(r.get("loss/train") for r in rows) and "epoch" not in rows[0]
     hparams = (folder / "hparams.yaml").read_text()
     assert "model/num_heads: 2" in hparams and "varied:" in hparams
-    assert sorted(p.name for p in (folder / "samples").iterdir()) == ["step_000020.txt", "step_000040.txt"]
+    samples = sorted(p.name for p in (folder / "samples").iterdir())
+    assert samples == ["step_000000.txt", "step_000020.txt", "step_000040.txt"]  # from step 0, as the curve
     assert (folder / "maps" / "attention_layer_1_step_000040.png").stat().st_size > 1000
 
 
@@ -66,7 +67,7 @@ def test_mlflow_client_lists_the_runs_metrics_params_and_artifacts(run: Path):
     assert found.data.params["model/num_heads"] == "2" and found.data.params["optimizer/lr"] == "0.01"
     assert "model.num_heads" in found.data.tags["varied"].split(",")
     samples = [a.path for a in client.list_artifacts(found.info.run_id, "samples")]
-    assert samples == ["samples/step_000020.txt", "samples/step_000040.txt"]
+    assert samples == ["samples/step_000000.txt", "samples/step_000020.txt", "samples/step_000040.txt"]
     assert client.list_artifacts(found.info.run_id, "images")  # the attention maps, via log_image
     assert (run / "mlflow" / "artifacts").is_dir()  # under the run, not the working directory
 
