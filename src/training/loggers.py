@@ -28,7 +28,7 @@ from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig
 
-from src.run.rules import ConfigError
+from src.run.rules import ConfigError, unknown_key
 from src.training.tensorboard import TAGS, flatten
 
 HYDRA_KEYS = ("_target_", "_partial_", "_recursive_", "_convert_", "_args_")
@@ -207,9 +207,6 @@ def many(version: str | None = None, **loggers: Any) -> list[Logger]:
         options = inspect.signature(cls).parameters
         unknown = [k for k in spec if k not in HYDRA_KEYS and k not in options]
         if unknown:
-            raise ConfigError(
-                f"logger.{name}.{unknown[0]} is not an option of {cls.__name__}: its options are "
-                f"{', '.join(o for o in options if o != 'version')}"
-            )
+            unknown_key(f"logger.{name}.{unknown[0]}", cls.__name__, [o for o in options if o != "version"])
         built.append(instantiate(spec, version=version))
     return built
