@@ -352,6 +352,22 @@ def reader_gone() -> NoReturn:
     sys.exit(0)
 
 
+@contextmanager
+def one_line_errors(full_errors: bool) -> Iterator[None]:
+    """A user's error ends in one line (the full traceback with HYDRA_FULL_ERROR=1); a closed pipe quietly.
+
+    Around both Hydra's task and the code before it, so every phase of a command refuses alike.
+    """
+    try:
+        yield
+    except BrokenPipeError:
+        reader_gone()
+    except USER_ERRORS as err:
+        if full_errors:
+            raise
+        fail(one_line(err))
+
+
 def command(
     config_name: str,
     task: Callable[[DictConfig], Any],
@@ -368,26 +384,15 @@ def command(
     escape_unencodable()
 
     def guarded(cfg: DictConfig) -> Any:
-        try:
+        with one_line_errors(full_errors):
             return task(cfg)
-        except BrokenPipeError:
-            reader_gone()
-        except USER_ERRORS as err:
-            if full_errors:
-                raise
-            fail(one_line(err))
 
     argv = sys.argv[1:]
     try:
-        if not full_errors and not any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
-            check_command_line(config_name, argv, check, check_sweep)  # not for --help, --cfg job, ...: nothing runs
-        register(config_name)
-        return hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name=config_name)(guarded)()
-    except BrokenPipeError:
-        reader_gone()
-    except USER_ERRORS as err:
-        if full_errors:
-            raise
-        fail(one_line(err))
+        with one_line_errors(full_errors):
+            if not full_errors and not any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
+                check_command_line(config_name, argv, check, check_sweep)  # not for --help, --cfg job: nothing runs
+            register(config_name)
+            return hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name=config_name)(guarded)()
     except KeyboardInterrupt:  # before training started
         fail("interrupted before training started: nothing was saved", status=130)
