@@ -360,24 +360,6 @@ def test_two_sigints_during_a_validation_stop_at_once_with_one_line(tmp_path):
     assert last_step(run) == 4  # the checkpoint of the validation before is intact
 
 
-@pytest.mark.slow
-def test_ctrl_c_while_the_libraries_load_is_one_line(tmp_path):
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "src.train", f"paths.log_dir={tmp_path}"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    time.sleep(0.5)  # importing torch, Lightning and Hydra takes seconds
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130
-    assert [line for line in stderr.splitlines() if line.strip()] == [
-        "error: interrupted outside training (where Ctrl-C saves last.ckpt first): stopped"
-    ]
-
-
 # ---------------------------------------------------------------------------- resume and the run directory
 
 
