@@ -5,7 +5,7 @@ Each round times, in turn: one validation pass as a run makes it (`trainer.valid
 that src/train.py's build() makes), the scores (src/training/heads.score_heads_now on the probe
 and the validation windows, as TrackHeads calls it), the snapshot (the opening prompt's maps and
 head_scores.json written) and the heads-at-a-glance image. Medians over the rounds; every round
-printed. Run it under `flock -x /work/QUIET` for a figure worth reporting.
+printed. Run it under `flock -x /work/MEASURE` (the machine to itself) for a figure worth reporting.
 """
 
 from __future__ import annotations
