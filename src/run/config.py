@@ -219,6 +219,7 @@ def check_optimizer(opt: DictConfig) -> None:
     if name == "muon":
         rules.finite("optimizer.adam_lr", opt.adam_lr, 0.0, "a positive finite number", strict=True)
         rules.positive_int("optimizer.ns_steps", opt.ns_steps, "Newton-Schulz iterations, e.g. 5")
+        rules.choice("optimizer.ns_dtype", opt.ns_dtype, ("float32", "bfloat16"))
         if not opt.momentum < 1:
             rules.refuse("optimizer.momentum", opt.momentum, "in [0, 1) for Muon", "e.g. 0.95")
 

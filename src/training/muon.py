@@ -10,8 +10,9 @@ For a 2-D weight W with gradient G, at every step
 so the step moves every direction of the matrix by about the same amount, however lopsided the
 gradient's spectrum. NewtonSchulz never computes an SVD: it scales U so its singular values are
 <= 1, then applies X <- a X + b (X X^T) X + c (X X^T)^2 X five times, an odd polynomial that
-acts on each singular value alone and drives it towards 1. In float32 here (the reference code
-uses bfloat16 on GPUs; a CPU has no fast bfloat16 matmul).
+acts on each singular value alone and drives it towards 1. In float32 by default; `ns_dtype`
+bfloat16 iterates as the reference code does on GPUs, ~4x faster on a CPU with bfloat16 matmul
+instructions (AVX512-BF16, as this project's benchmark machine has; BENCHMARKS.md, "Speedrun").
 
 Muon is for the hidden weight matrices only: the embeddings, the head, gains and biases follow
 AdamW, as in the reference implementations. One optimizer holds both kinds of group (a group
@@ -30,10 +31,10 @@ from torch import Tensor
 COEFFICIENTS = (3.4445, -4.7750, 2.0315)  # a, b, c of the quintic, from the reference implementation
 
 
-def newton_schulz(G: Tensor, steps: int = 5, eps: float = 1e-7) -> Tensor:
+def newton_schulz(G: Tensor, steps: int = 5, eps: float = 1e-7, dtype: torch.dtype = torch.float32) -> Tensor:
     """The orthogonal factor of G (m, n), approximately: its singular values end near 1 (0.7 to 1.2)."""
     a, b, c = COEFFICIENTS
-    X = G.float()
+    X = G.to(dtype)
     wide = X.shape[0] <= X.shape[1]
     if not wide:
         X = X.T  # iterate on the short side: X X^T is then the smaller Gram matrix
@@ -47,12 +48,13 @@ def newton_schulz(G: Tensor, steps: int = 5, eps: float = 1e-7) -> Tensor:
 class MuonWithAdamW(torch.optim.Optimizer):
     """Muon for the groups marked "muon": True, AdamW for the others (see the module docstring).
 
-    A Muon group takes lr, momentum, nesterov, ns_steps, weight_decay; an AdamW group takes lr,
+    A Muon group takes lr, momentum, nesterov, ns_steps, ns_dtype, weight_decay; an AdamW group takes lr,
     betas, eps, weight_decay. Weights are stored (fan_in, fan_out) here, as X @ W reads them.
     """
 
     def __init__(self, groups: Iterable[dict[str, Any]]):
-        defaults = dict(lr=1e-3, weight_decay=0.0, momentum=0.95, nesterov=True, ns_steps=5, betas=(0.9, 0.99))
+        defaults = dict(lr=1e-3, weight_decay=0.0, momentum=0.95, nesterov=True, ns_steps=5, ns_dtype="float32")
+        defaults.update(betas=(0.9, 0.99))
         defaults.update(eps=1e-8, muon=False)
         super().__init__(list(groups), defaults)
         for group in self.param_groups:
@@ -78,7 +80,7 @@ class MuonWithAdamW(torch.optim.Optimizer):
         B = state["momentum_buffer"]
         B.lerp_(G, 1 - mu)  # B = mu B + (1 - mu) G
         U = G.lerp(B, mu) if group["nesterov"] else B  # (1 - mu) G + mu B
-        O = newton_schulz(U, group["ns_steps"])  # noqa: E741 (the O of the formula)
+        O = newton_schulz(U, group["ns_steps"], dtype=getattr(torch, group["ns_dtype"]))  # noqa: E741 (the O of the formula)
         fan_in, fan_out = W.shape
         W.mul_(1 - group["lr"] * group["weight_decay"])
         W.add_(O, alpha=-group["lr"] * math.sqrt(max(1.0, fan_out / fan_in)))

@@ -116,6 +116,7 @@ TRAIN_CASES = {
     "gqa with biases": (["model.num_kv_heads=1", "model.bias=true"], r"set model.bias=false or model.num_kv_heads="),
     "muon adam_lr 0": (["optimizer=muon", "optimizer.adam_lr=0"], r"optimizer.adam_lr must be a positive finite"),
     "muon momentum 1": (["optimizer=muon", "optimizer.momentum=1"], r"optimizer.momentum must be in \[0, 1\) for Muon"),
+    "muon ns_dtype": (["optimizer=muon", "optimizer.ns_dtype=float16"], r"optimizer.ns_dtype .*float32.*bfloat16"),
     "a second window key": (["data.context_window=8"], r"'data.context_window': did you mean model.context_window\?"),
 }
 
