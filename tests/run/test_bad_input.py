@@ -344,7 +344,8 @@ def test_help_lists_each_command_s_own_groups_and_options_and_no_schemas():
     train = run_cli("train", "--help")
     assert train.returncode == 0, train.stderr
     assert re.search(r"^  model +gpt, seed$", train.stdout, re.M)
-    experiments = r"^  experiment +cpu_speedrun, induction_heads, nanogpt_cpu, nanogpt_gpu, notes_recipe$"
+    presets = "cpu_speedrun, cpu_speedrun_modern, induction_heads, nanogpt_cpu, nanogpt_gpu, notes_recipe"
+    experiments = rf"^  experiment +{presets}$"
     assert re.search(experiments, train.stdout, re.M)
     assert "_schema" not in train.stdout and "model.num_heads" not in train.stdout  # keys show as YAML
     generate = run_cli("generate", "--help")
