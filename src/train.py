@@ -40,7 +40,7 @@ from omegaconf import DictConfig, OmegaConf
 from src.data.datamodule import TextDataModule
 from src.data.tokenizer import printable
 from src.model.language_model import count_parameters
-from src.run import preflight, record, rundir
+from src.run import meeting, preflight, record, rundir
 from src.run.cli import command, fail
 from src.run.preflight import build_callbacks
 from src.run.rules import ConfigError
@@ -129,6 +129,8 @@ def train(cfg: DictConfig) -> float:
         plan = preflight.plan(cfg)
         where = "hydra.sweep.dir" if record.in_multirun() else "hydra.run.dir"
         preflight.check_free_space(cfg, plan.tokenizer.vocab_size, cfg.paths.output_dir, where)
+    if not record.in_multirun():
+        meeting.meet(cfg)  # torchrun's ranks: started alike? (before Lightning forms the process group)
     datamodule, lit, trainer = build(cfg, plan)
     interrupt = next(c for c in trainer.callbacks if isinstance(c, GracefulInterrupt))
     num_parameters = count_parameters(lit.model)

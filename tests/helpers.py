@@ -6,6 +6,7 @@ import errno
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -264,3 +265,22 @@ def run_in_process(monkeypatch, capsys, main, args: list[str]) -> subprocess.Com
         main()
     out, err = capsys.readouterr()
     return subprocess.CompletedProcess(args, stopped.value.code, out, err)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun_agent(node: int, nnodes: int, port: int, *command: str) -> subprocess.Popen:
+    """One torchrun agent of a static rendezvous on localhost (PyTorch's documented command: --nnodes,
+    --node-rank, --master-addr, --master-port, no --rdzv-id), one process, running `command` (`-m
+    src.train ...`); its output and its worker's, merged, on stdout."""
+    agent = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nnodes}", "--nproc-per-node=1"]
+    agent += [f"--node-rank={node}", "--master-addr=127.0.0.1", f"--master-port={port}"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("HYDRA_FULL_ERROR", None)
+    return subprocess.Popen(
+        [*agent, *command], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )

@@ -29,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 from tqdm import tqdm
 
-from src.run import rundir  # noqa: F401  (registers the resolvers of the run's folder before any composing)
+from src.run import meeting, rundir  # noqa: F401  (registers the resolvers of the run's folder before any composing)
 from src.run.config import register
 from src.run.rules import one_line, positive_int
 
@@ -60,6 +60,7 @@ def fail(message: str, status: int = 2) -> None:
         if isinstance(handler, logging.FileHandler):
             handler.emit(logging.makeLogRecord({"msg": line, "levelno": logging.ERROR, "levelname": "ERROR"}))
     print(line, file=sys.stderr)
+    meeting.post_failure(message)  # torchrun's other ranks, waiting for this one, end with this line
     sys.exit(status)
 
 

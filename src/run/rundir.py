@@ -15,6 +15,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from src.run import meeting
 from src.run.rules import ConfigError, RunDirInUse
 
 LOCK = ".lock"
@@ -33,8 +34,9 @@ def launched_rank() -> int:
 def launched_run() -> tuple[str, str] | None:
     """(launcher, run id) when torchrun or srun started this run as several processes, else None.
 
-    Each of them composes the run directory on its own: they agree on one only through an id all
-    share, torchrun's --rdzv-id (TORCHELASTIC_RUN_ID) or SLURM's job and step.
+    Each of them composes the run directory on its own: they agree on one through an id all share,
+    torchrun's --rdzv-id (TORCHELASTIC_RUN_ID) or SLURM's job and step, or, under torchrun without
+    --rdzv-id (its id is then 'none'), through torchrun's store (src/run/meeting.py).
     """
     if "TORCHELASTIC_RUN_ID" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1:
         return "torchrun", os.environ["TORCHELASTIC_RUN_ID"]
@@ -45,9 +47,14 @@ def launched_run() -> tuple[str, str] | None:
 
 def run_folder(timestamped: str) -> str:
     """hydra.run.dir below paths.log_dir: torchrun/<rdzv id> or slurm/<job>.<step> for a run of
-    several launched processes, so every rank finds the same one, else <date>/<time>."""
+    several launched processes, so every rank finds the same one; torchrun without --rdzv-id: rank
+    0's <date>/<time>, which the others read from torchrun's store; else <date>/<time>."""
     launched = launched_run()
-    return f"{launched[0]}/{launched[1]}" if launched is not None and launched[1] != "none" else timestamped
+    if launched is None:
+        return timestamped
+    if launched[1] == "none":
+        return meeting.agreed_folder(timestamped) if meeting.torchrun_store_address() else timestamped
+    return f"{launched[0]}/{launched[1]}"
 
 
 # SLURM's step ids that are not an srun step: the batch script, the external container, salloc's shell.
@@ -63,8 +70,8 @@ def started_by_srun() -> bool:
 
 def check_launched_run(run_dir_typed: bool) -> None:
     """Ranks that could never meet: SLURM's variables promising tasks that srun did not start (Lightning
-    would wait forever for them), and torchrun without --rdzv-id, which names every run 'none' (its
-    ranks could not find one run directory)."""
+    would wait forever for them), and torchrun without --rdzv-id whose rendezvous leaves its workers
+    no agent store to agree on a run directory through (torchrun's static and c10d ones have one)."""
     tasks = os.environ.get("SLURM_NTASKS", "1")
     interactive = os.environ.get("SLURM_JOB_NAME") in ("bash", "interactive")  # Lightning's own opt-out
     if tasks.isdigit() and int(tasks) > 1 and not interactive and not started_by_srun():
@@ -73,10 +80,11 @@ def check_launched_run(run_dir_typed: bool) -> None:
             f"other ranks would never come and the run would wait for them forever: start it with "
             f"`srun python -m src.train ...` inside the job (or --ntasks=1 for one process)"
         )
-    launched = launched_run()
-    if launched is not None and launched[1] == "none" and not run_dir_typed:
+    launched, store = launched_run(), meeting.torchrun_store_address()
+    if launched is not None and launched[1] == "none" and not run_dir_typed and store is None:
         raise ValueError(
-            "torchrun started this run without --rdzv-id, so its ranks cannot agree on one run directory: "
+            "torchrun started this run without --rdzv-id and without a store of its own for its workers, so its "
+            "ranks cannot agree on one run directory: "
             "give every torchrun the same --rdzv-id=<name> (the run goes to outputs/torchrun/<name>), "
             "or the same hydra.run.dir=<folder>"
         )

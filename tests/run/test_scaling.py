@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -28,7 +27,7 @@ from src.run.record import write_result
 from src.sweeps import resources as sweep_resources
 from src.sweeps.job import MEDIA_OFF, ranks_start_as_this_job, run_job
 from src.train import main as train_main
-from tests.helpers import ROOT, assert_refused, run_cli, run_in_process, tiny_training
+from tests.helpers import ROOT, assert_refused, free_port, run_cli, run_in_process, tiny_training
 
 
 def test_gpu_check_stops_with_one_line_without_a_gpu(tmp_path):
@@ -234,12 +233,6 @@ def test_every_task_of_a_slurm_job_resumes_alike_and_only_rank_zero_writes_resul
     assert resumed == {0: expected, 1: expected}  # a rank that read rank 0's record follows its decision
     record = json.loads((job / "result.json").read_text())
     assert record["attempt"] == "slurm/41.0" and record["resumed_from"] == expected
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.slow
