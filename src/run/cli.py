@@ -291,17 +291,37 @@ def check_sweeper_keys(overrides: list[str]) -> None:
             positive_int(key, parsed, "how many trials the search runs" if key.endswith("trials") else "")
 
 
+SEARCH_SPACE = "hydra.sweeper.params."
+
+
+def search_space_as_overrides(argv: list[str]) -> list[str]:
+    """`hydra.sweeper.params.model.num_heads=choice(3,5)`, a search space written the sweeper's own way, as
+    the override `model.num_heads=choice(3,5)` that Hydra takes on the command line (it refuses a sweep of
+    its own config, and the key is ours, not Hydra's). Hydra's sweepers (basic, Optuna) read their params
+    before the command line's overrides, which win: so these go first."""
+    spaces = [a.lstrip("+")[len(SEARCH_SPACE) :] for a in argv if a.lstrip("+").startswith(SEARCH_SPACE)]
+    rest = [a for a in argv if not a.lstrip("+").startswith(SEARCH_SPACE)]
+    flags = [a for a in rest if a.startswith("-")]
+    return [*flags, *spaces, *(a for a in rest if not a.startswith("-"))] if spaces else argv
+
+
+def is_multirun(argv: list[str]) -> bool:
+    """-m, or a config that sets Hydra's mode to MULTIRUN (hparams_search=optuna does)."""
+    return any(a in ("-m", "--multirun") or a.startswith(("hparams_search=", "hydra.mode=MULTIRUN")) for a in argv)
+
+
 def check_command_line(
     config_name: str, argv: list[str], check: Check | None, check_sweep: Check | None = None
 ) -> None:
     """Compose what argv asks for and run the command's check, exiting with one line if refused.
 
     A multirun composes every point (each bad one named) and runs check_sweep(cfg, point) on it; the rest of a
-    point's values are its job's to check, so that a bad point fails alone.
+    point's values are its job's to check, so that a bad point fails alone. A refusal every point shares (a
+    misspelt key) is said once.
     """
     overrides = [a for a in argv if not a.startswith("-")]
     check_sweeper_keys(overrides)
-    if any(a in ("-m", "--multirun") for a in argv):
+    if is_multirun(argv):
         failed: list[tuple[int, list[str], Exception]] = []
         try:
             points = sweep_points(overrides)
@@ -316,11 +336,11 @@ def check_command_line(
                         check_sweep(cfg, point)
                 except (HydraException, *USER_ERRORS) as err:
                     failed.append((number, point, err))
-        refused = [  # explained once Hydra is free again: explain() may compose a neighbouring config
-            f"job {number} ({' '.join(point)}): "
-            + (explain(err, config_name, point) if isinstance(err, HydraException) else one_line(err))
-            for number, point, err in failed
-        ]
+        # Explained once Hydra is free again: explain() may compose a neighbouring config.
+        said = [explain(e, config_name, p) if isinstance(e, HydraException) else one_line(e) for _, p, e in failed]
+        if len(points) > 1 and len(failed) == len(points) and len(set(said)) == 1:
+            fail(said[0])  # every point refused alike: the command line's error, not a job's
+        refused = [f"job {n} ({' '.join(point)}): {why}" for (n, point, _), why in zip(failed, said, strict=True)]
         if refused:
             print("\n".join(f"error: {line}" for line in refused), file=sys.stderr)
             sys.exit(2)
@@ -388,6 +408,7 @@ def command(
         with one_line_errors(full_errors):
             return task(cfg)
 
+    sys.argv[1:] = search_space_as_overrides(sys.argv[1:])  # Hydra reads the command line from sys.argv
     argv = sys.argv[1:]
     try:
         with one_line_errors(full_errors):
