@@ -298,11 +298,14 @@ def search_space_as_overrides(argv: list[str]) -> list[str]:
     """`hydra.sweeper.params.model.num_heads=choice(3,5)`, a search space written the sweeper's own way, as
     the override `model.num_heads=choice(3,5)` that Hydra takes on the command line (it refuses a sweep of
     its own config, and the key is ours, not Hydra's). Hydra's sweepers (basic, Optuna) read their params
-    before the command line's overrides, which win: so these go first."""
-    spaces = [a.lstrip("+")[len(SEARCH_SPACE) :] for a in argv if a.lstrip("+").startswith(SEARCH_SPACE)]
-    rest = [a for a in argv if not a.lstrip("+").startswith(SEARCH_SPACE)]
-    flags = [a for a in rest if a.startswith("-")]
-    return [*flags, *spaces, *(a for a in rest if not a.startswith("-"))] if spaces else argv
+    first and the command line's overrides after them: an override typed for the same key wins."""
+    spaces = [a.lstrip("+").startswith(SEARCH_SPACE) for a in argv]
+    typed = {a.split("=", 1)[0].lstrip("+~") for a, space in zip(argv, spaces, strict=True) if not space}
+    return [
+        a.lstrip("+")[len(SEARCH_SPACE) :] if space else a
+        for a, space in zip(argv, spaces, strict=True)
+        if not space or a.lstrip("+")[len(SEARCH_SPACE) :].split("=", 1)[0] not in typed
+    ]
 
 
 def is_multirun(argv: list[str]) -> bool:

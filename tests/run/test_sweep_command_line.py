@@ -50,11 +50,13 @@ def test_a_misspelt_key_that_every_sweep_point_shares_is_refused_once(tmp_path, 
 
 def test_a_search_space_written_the_sweepers_own_way_is_its_search_space():
     """`hydra.sweeper.params.<key>=<space>` (Hydra's key, not ours: it was refused as an unknown key, and
-    Hydra itself refuses a sweep of its own config) is the override `<key>=<space>`, placed before the
-    typed overrides, which win over a sweeper's params as they do in Hydra."""
+    Hydra itself refuses a sweep of its own config) is the override `<key>=<space>`; an override typed for
+    the same key wins, as it does over a sweeper's params in Hydra."""
     argv = ["hparams_search=optuna", "hydra.sweeper.params.model.num_heads=choice(3,5)", "-m", "seed=1"]
-    assert search_space_as_overrides(argv) == ["-m", "model.num_heads=choice(3,5)", "hparams_search=optuna", "seed=1"]
-    assert search_space_as_overrides(["model.num_heads=2"]) == ["model.num_heads=2"]
+    assert search_space_as_overrides(argv) == ["hparams_search=optuna", "model.num_heads=choice(3,5)", "-m", "seed=1"]
+    assert search_space_as_overrides([*argv, "model.num_heads=2"]) == ["hparams_search=optuna", "-m", "seed=1"] + [
+        "model.num_heads=2"
+    ]
     check_command_line("train", search_space_as_overrides(argv), None)  # accepted: no SystemExit
 
 

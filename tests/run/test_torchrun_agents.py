@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from src.run import meeting
 from tests.helpers import free_port, tiny_training, torchrun_agent
 
 TINY = ["model.num_layers=1", "trainer.max_steps=6", "trainer.val_check_interval=6", "sample.max_new_tokens=0"]
@@ -107,3 +108,42 @@ def test_a_rank_waiting_for_its_peer_stops_at_once_on_the_agents_sigterm(tmp_pat
     assert "Unable to shutdown process" not in output, output[-3000:]
     (line,) = errors(output)
     assert line.startswith("error: SIGTERM outside training"), line
+
+
+def test_the_meeting_names_each_difference_between_the_ranks():
+    def view(node: int, nnodes: int, **config) -> dict:
+        agent = {"GROUP_RANK": str(node), "GROUP_WORLD_SIZE": str(nnodes), "LOCAL_WORLD_SIZE": "1"}
+        return {"agent": agent, "config": {"seed": 1, **config}}
+
+    assert meeting.differences([view(0, 2), view(1, 2)]) == []
+    said = meeting.differences([view(0, 2, lr=0.1), view(1, 3, lr=0.2)])
+    assert said == [
+        "the torchrun agents disagree (--nnodes=2 on node 0, --nnodes=3 on node 1): start every agent with the "
+        "same --nnodes",
+        "rank 1 was started with other settings: lr=0.2 (rank 0: 0.1): give every torchrun one command",
+    ]
+
+
+def test_a_rank_waiting_in_torchruns_store_ends_in_one_line_when_its_peer_refuses_or_never_comes(monkeypatch):
+    """torchrun's agent store stood up here (a TCPStore server), rank 0 waiting for rank 1."""
+    from datetime import timedelta
+
+    from torch.distributed import TCPStore
+
+    port = free_port()
+    agent_store = TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=10))
+    env = {"TORCHELASTIC_USE_AGENT_STORE": "True", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    for key, value in {**env, "WORLD_SIZE": "2", "RANK": "0", "TORCHELASTIC_RUN_ID": "none"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(meeting, "_store", None)
+    monkeypatch.setattr(meeting, "WAIT_SECONDS", 0.5)
+    with pytest.raises(meeting.RanksDisagree, match=r"^rank 0 of 2 waited 0 s for rank 1 to start, which never came"):
+        meeting.wait_for("view/1", "rank 1 to start")
+    monkeypatch.setenv("RANK", "1")
+    meeting.post_failure("data.batch_size must be a positive integer")  # what fail() posts as rank 1 ends
+    monkeypatch.setenv("RANK", "0")
+    started = time.monotonic()
+    with pytest.raises(meeting.RanksDisagree, match=r"^rank 1 of 2 ended: data.batch_size must be a positive integer$"):
+        meeting.wait_for("view/1", "rank 1 to start")
+    assert time.monotonic() - started < 0.4  # at once, not after the wait
+    assert agent_store.check(["scratchgpt/none/0/failed"])
