@@ -59,7 +59,7 @@ def store(connect_seconds: float = 30) -> Store:
         assert address is not None
         tcp = TCPStore(*address, is_master=False, timeout=timedelta(seconds=connect_seconds), wait_for_workers=False)
         run = f"{os.environ.get('TORCHELASTIC_RUN_ID', 'none')}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
-        _store = PrefixStore(f"scratchgpt/{run}/", tcp)
+        _store = PrefixStore(f"scratchgpt/{run}", tcp)  # keys: scratchgpt/<run id>/<restart>/<key>
     return _store
 
 
