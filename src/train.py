@@ -17,6 +17,9 @@ import sys
 from src.training.signals import STOP_SIGNALS, exit_status, requeue, requeued_run_file, slurm_job, stop_outside_training
 
 if __name__ == "__main__":  # a signal while the libraries load, or before and after training: one line
+    from src.run.help import exit_on_help
+
+    exit_on_help("train")  # --help answers before the libraries load
     for _signal in STOP_SIGNALS:
         signal.signal(_signal, stop_outside_training)
 

@@ -10,6 +10,13 @@ and its logits compared with ours), then renamed to `out`: it appears whole or n
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # --help answers before the libraries load (src/run/help.py)
+    from src.run.help import exit_on_help
+
+    exit_on_help("export")
+
+# ruff: noqa: E402  (the imports follow the --help check above)
+
 import importlib.util
 import os
 import shutil

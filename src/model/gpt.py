@@ -51,23 +51,25 @@ from src.model.rotary import Rotary
 
 @dataclass
 class GPTConfig:
+    """The model's keys (`model.<key>` on the command line); the comment beside each is its line in --help."""
+
     vocab_size: int
-    context_window: int = 64
-    embedding_dim: int = 120
-    num_heads: int = 4
-    num_layers: int = 4
+    context_window: int = 64  # tokens the model sees at once; the data windows follow it
+    embedding_dim: int = 120  # d, the width of the residual stream; must divide by num_heads
+    num_heads: int = 4  # attention heads h, each d / h wide
+    num_layers: int = 4  # transformer blocks N
     mlp_ratio: int = 4  # MLP width / d; 0: no MLP (attention-only)
-    dropout: float = 0.0
-    positional: str = "sinusoidal"  # or "learned", or "rope" (rotary: nothing added to X)
+    dropout: float = 0.0  # dropout on the attention weights and the residual branches
+    positional: str = "sinusoidal"  # or learned, or rope (Q and K rotated by position, nothing added to X)
     bias: bool = False  # biases in the projections and layer norms
     tie_weights: bool = True  # the LM head reuses the embedding matrix E
-    fused: bool = True  # PyTorch's fused kernels; False: the plain tensor math (same numbers, slower)
-    norm: str = "layer"  # or "rms"
+    fused: bool = True  # PyTorch's fused kernels; false: the plain tensor math (same numbers, slower)
+    norm: str = "layer"  # or rms: x / sqrt(mean(x^2) + eps) * gain
     norm_gain: bool = True  # a learned gain after each norm
-    activation: str = "gelu"  # or "relu2", "swiglu"
-    qk_norm: bool = False  # RMSNorm of Q and K per head before the scores
-    num_kv_heads: int | None = None  # heads of K and V; None = num_heads (no sharing)
-    logit_softcap: float | None = None  # c in c tanh(logits / c); None = no cap
+    activation: str = "gelu"  # or relu2 (max(0, x)^2), swiglu (SiLU(x W_1) * x W_3, then W_2)
+    qk_norm: bool = False  # RMSNorm of each head's Q and K before Q K^T
+    num_kv_heads: int | None = None  # k heads of K and V shared by the query heads (GQA; 1 = MQA); null = num_heads
+    logit_softcap: float | None = None  # c: logits = c tanh(z / c); null = no cap
     value_embeddings: bool = False  # V = X W_V + E_V[tokens], a table E_V per layer
 
     def __post_init__(self) -> None:

@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 from src.run import meeting, rundir  # noqa: F401  (registers the resolvers of the run's folder before any composing)
 from src.run.config import register
+from src.run.help import help_text
 from src.run.rules import one_line, positive_int
 
 if TYPE_CHECKING:
@@ -120,36 +121,8 @@ def options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
 
 
-def command_groups(config_name: str) -> list[str]:
-    """The config groups a command composes (its defaults list) that offer a choice, as `--help`
-    lists them: not a group whose one option is already its default (paths, logger)."""
-    groups = []
-    for entry in OmegaConf.load(CONFIG_DIR / f"{config_name}.yaml").get("defaults", []):
-        if not isinstance(entry, DictConfig):
-            continue
-        group, default = next(iter(entry.items()))
-        if group == "hydra":  # Hydra's own groups that this project gives options: hydra/launcher=parallel
-            groups += sorted(f"hydra/{p.name}" for p in (CONFIG_DIR / "hydra").iterdir() if p.is_dir())
-        elif not group.startswith("override ") and options(group) != [default]:
-            groups.append(group)
-    return groups
-
-
-def command_help(config_name: str) -> str:
-    """`python -m src.<command> --help`: this command's groups and their options (not the schemas
-    Hydra keeps beside them, nor the other commands' groups), then its keys and Hydra's flags."""
-    lines = [f"python -m src.{config_name} [key=value ...]", ""]
-    groups = command_groups(config_name)
-    if groups:
-        width = max(len(g) for g in groups)
-        lines += [f"Config groups (choose one option each, e.g. {groups[0]}={options(groups[0])[-1]}):"]
-        lines += [f"  {g:<{width}}  {', '.join(options(g))}" for g in groups] + [""]
-    lines += ["Keys and their defaults (override any, e.g. seed=1):", "", "$CONFIG"]
-    lines += ["Hydra's own flags:", "$FLAGS_HELP"]
-    return "\n".join(lines)
-
-
-OmegaConf.register_new_resolver("command_help", command_help, replace=True)  # hydra.help.template uses it
+# hydra.help.template: the same text as the --help that each command answers before Hydra loads.
+OmegaConf.register_new_resolver("command_help", help_text, replace=True)
 import src.data.generated  # noqa: E402, F401  (registers ${generated_text:NAME}, a text made with a fixed seed)
 
 

@@ -70,7 +70,7 @@ SeedSchema = schema_of(SeedGPTConfig, "SeedSchema", skip=("vocab_size",), kind="
 class SampleSchema:
     """The sample printed when training ends (max_new_tokens=0: none)."""
 
-    prompt: str | None = None  # null: the opening of the training text
+    prompt: str | None = None
     max_new_tokens: int = 300
     temperature: float = 0.8
     top_k: int | None = None
@@ -81,15 +81,15 @@ class SampleSchema:
 class SweepSchema:
     """Multirun settings (docs/sweeps.md)."""
 
-    jobs_per_gpu: int = 1  # hydra/launcher=parallel on a GPU machine: jobs sharing each GPU
-    media: bool = False  # sweep jobs keep the text samples, attention maps and final sample
+    jobs_per_gpu: int = 1
+    media: bool = False
 
 
 @dataclass
 class TrainSchema:
     seed: int = 1337
     ckpt_path: str | None = None
-    finetune: bool = False  # resume ckpt_path on another text than the one it was trained on
+    finetune: bool = False
     compile: bool = False
     overwrite: bool = False
     progress_bar: str = "auto"
@@ -135,7 +135,7 @@ class EvaluateSchema:
 class PlotAttentionSchema:
     ckpt_path: str | None = None
     prompt: str = "ROMEO:\nO, she doth teach the torch"
-    out: str | None = None  # null: <run dir>/attention.png
+    out: str | None = None
     paths: Any = None
 
 

@@ -28,11 +28,11 @@ class AdamW:
     """AdamW with weight decay on the weight matrices only; linear warmup, then cosine decay to min_lr."""
 
     name: str = "adamw"
-    lr: float = 2e-3
+    lr: float = 2e-3  # the peak learning rate, reached after warmup_steps
     betas: list[float] = field(default_factory=lambda: [0.9, 0.99])
     weight_decay: float = 0.1
     fused: bool = True  # one fused kernel for the whole update
-    warmup_steps: int = 100
+    warmup_steps: int = 100  # steps of linear warmup from 0 to lr
     min_lr: float = 2e-4
     decay_steps: int | None = None  # null: trainer.max_steps
 
@@ -46,7 +46,7 @@ class SGD:
     momentum: float = 0.0
     weight_decay: float = 0.0
     warmup_steps: int = 0
-    min_lr: float | None = None  # null: lr, a constant rate (conf/optimizer/sgd.yaml writes ${optimizer.lr})
+    min_lr: float | None = None  # null: lr, constant whatever lr is typed (sgd.yaml: ${optimizer.lr})
     decay_steps: int | None = None  # null: trainer.max_steps
 
 

@@ -340,20 +340,6 @@ def test_the_other_commands_name_their_own_keys(trained, tmp_path):
     assert_refused(result, r"edited.ckpt holds a model config no model can be built from \(embedding_dim \(32\) must")
 
 
-def test_help_lists_each_command_s_own_groups_and_options_and_no_schemas():
-    train = run_cli("train", "--help")
-    assert train.returncode == 0, train.stderr
-    assert re.search(r"^  model +gpt, seed$", train.stdout, re.M)
-    presets = "cpu_speedrun, cpu_speedrun_modern, induction_heads, nanogpt_cpu, nanogpt_gpu, notes_recipe"
-    experiments = rf"^  experiment +{presets}$"
-    assert re.search(experiments, train.stdout, re.M)
-    assert "_schema" not in train.stdout and "model.num_heads" not in train.stdout  # keys show as YAML
-    generate = run_cli("generate", "--help")
-    assert generate.returncode == 0, generate.stderr
-    assert "max_new_tokens: 500" in generate.stdout
-    assert not re.search(r"^\s*(model|optimizer|trainer)\b", generate.stdout, re.M)  # not the training groups
-
-
 def test_a_sweep_point_choosing_a_schema_is_refused_up_front(workspace, monkeypatch, capsys):
     args = ["-m", *tiny_training(workspace / "outputs", "model=gpt,seed_schema")]
     before = files_under(workspace)
