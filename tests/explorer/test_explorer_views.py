@@ -404,3 +404,44 @@ def test_the_time_lapse_replays_what_a_checkpoint_of_that_step_recomputes(traine
         cells = page.locator("table.job td").all_inner_texts()
         assert f"{again.scores['induction'][0, 0].item():.3f}" in cells[0]
     assert opened.errors == []
+
+
+# ---------------------------------------------------------------- the words follow the model
+
+
+SWITCHED = {
+    **GPT,
+    **{"norm": "rms", "norm_gain": False, "activation": "swiglu", "qk_norm": True, "num_kv_heads": 2},
+    **{"positional": "rope", "logit_softcap": 30.0, "value_embeddings": True},
+}
+
+
+@pytest.mark.parametrize(
+    ("config", "said", "not_said"),
+    [
+        (GPT, ["layer norm", "W₁, GELU, W₂", "(x − mean) / √(var + ε) · γ", "GELU(x W₁)"], ["RMSNorm", "SiLU", "RoPE"]),
+        (
+            SWITCHED,
+            [
+                *("a SiLU gate W₁ times a value W₃", "SiLU(x W₁) · (x W₃)"),
+                "RMSNorm: x / √(mean(x²) + ε), per position",
+                *("2 heads of K and V shared by the 4 query heads", "RMS-normalised", "RoPE", "V = X W_V + E_V[c]"),
+                "c · tanh(z / c), c = 30",
+            ],
+            ["layer norm", "GELU", "(x − mean)", "· γ"],
+        ),
+        (UNTIED, ["GELU(x W₁ + b₁)", "× W₂ + b₂", "· γ + β"], ["RMSNorm"]),
+        ({**ATTENTION_ONLY, "norm": "rms"}, ["RMSNorm", "attention only: no MLP"], ["GELU", "ReLU", "layer norm"]),
+        (SEED, ["the notes' model", "layer norm", "the output layer"], ["MLP (", "GELU", "RMSNorm"]),
+    ],
+    ids=["gpt", "switched", "biases", "attention-only-rms", "seed"],
+)
+def test_the_block_and_lens_texts_say_what_this_model_computes(tmp_path, browser, config, said, not_said):
+    """Issue 36: "Inside a block" said LayerNorm and GELU for a model trained with norm=rms and swiglu."""
+    _, page_file = make_page(tmp_path, config)
+    opened = open_page(browser, page_file)
+    text = " ".join(opened.page.inner_text(f"#{box}") for box in ("flow-hint", "flow", "lens-hint", "qkv"))
+    assert [s for s in said if s not in text] == []
+    assert [s for s in not_said if s in text] == []
+    assert opened.errors == []
+    opened.page.close()

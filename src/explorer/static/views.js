@@ -470,6 +470,42 @@ function embeddingParts(ids) {
   return { tokens, positions };
 }
 
+/** The words for this model's block, read off its config and weights (a model trained with
+ *  model.norm=rms, model.activation=swiglu, RoPE, GQA, ... is described as it computes, not as GPT-2). */
+function blockWords() {
+  const c = model.config, seed = c.kind === "seed";
+  const p = seed ? "" : "blocks.0.";
+  const gain = !!model.weight(p + "ln_1.gain") || !!model.weight("ln.gain"), beta = !!model.weight(p + "ln_1.bias") || !!model.weight("ln.bias");
+  const rms = c.norm === "rms";
+  const norm = rms ? "RMSNorm" : "layer norm";
+  const normFormula = (rms ? "x / √(mean(x²) + ε)" : "(x − mean) / √(var + ε)") + (gain ? " · γ" : "") + (beta && !rms ? " + β" : "");
+  const activation = c.activation || "gelu";
+  const b = (n) => (model.weight(`${p}mlp.b_${n}`) ? ` + b${"₀₁₂₃"[n]}` : ""); // the MLP's biases, where it has them
+  const act = { gelu: `GELU(x W₁${b(1)})`, relu2: `ReLU(x W₁${b(1)})²`, swiglu: `SiLU(x W₁${b(1)}) · (x W₃${b(3)})` }[activation];
+  const mlpSteps = { gelu: "W₁, GELU, W₂", relu2: "W₁, ReLU², W₂", swiglu: "a SiLU gate W₁ times a value W₃, then W₂" }[activation];
+  const kv = c.num_kv_heads && c.num_kv_heads < model.numHeads ? c.num_kv_heads : null;
+  const qkv = [
+    c.value_embeddings ? "Q = X W_Q, K = X W_K, V = X W_V + E_V[c]" : "Q = X W_Q, K = X W_K, V = X W_V",
+    kv ? `${kv} head${kv > 1 ? "s" : ""} of K and V shared by the ${model.numHeads} query heads` : "",
+    c.qk_norm ? "each head's Q and K RMS-normalised" : "",
+    c.positional === "rope" ? "Q and K rotated by their position (RoPE)" : "",
+  ].filter(Boolean).join("; ");
+  const readout = (seed ? "context W_out + b_out" : `${norm}_f, then W_vocab`) + (c.logit_softcap ? `, capped: c · tanh(z / c), c = ${c.logit_softcap}` : "");
+  return { seed, norm, normFormula, act, b2: b(2), mlpSteps, qkv, readout, hasMLP: !seed && c.mlp_ratio > 0 };
+}
+
+/** The block view's sentence, as this model computes (the page is written once for every model). */
+function describeBlock() {
+  const w = blockWords();
+  const hasWO = !!model.weight((w.seed ? "" : "blocks.0.") + "attention.W_O");
+  const heads = `attention (${w.qkv}; the heads concatenated${hasWO ? ", times W_O" : ""})`;
+  $("flow-hint").textContent = w.seed
+    ? `One position through the notes' model, with this text's numbers: E[c] + PE, ${w.norm}, ${heads}, then the output layer (no residual stream, no MLP). Pick a position:`
+    : `One position through one block, with this text's numbers: ${w.norm}, ${heads}, added back to the residual stream` +
+      (w.hasMLP ? `; ${w.norm}, the MLP (${w.mlpSteps}), added back. Pick a position:` : " (attention only: no MLP). Pick a position:");
+  $("lens-hint").textContent = `What the model would predict after each position if it stopped at that depth: the residual stream read out as the last layer is (${w.readout}). Each cell: the top character and its probability (%); an outline where it is the character that really follows.`;
+}
+
 function drawInside() {
   const boxes = ["embed-picker", "embed", "flow-picker", "flow", "heads-side", "qkv"].map($);
   boxes.forEach((b) => b.replaceChildren());
@@ -585,27 +621,28 @@ function drawFlow() {
   const arrow = (text) => el("div", { class: "flow-arrow hint" }, "↓ " + text);
   const hasWO = !!model.weight((seed ? "" : `blocks.${l}.`) + "attention.W_O");
   const heads = `the ${model.numHeads} heads' contexts side by side (h × d_k = ${model.numHeads} × ${att.dK})`;
+  const words = blockWords();
   if (seed) {
     box.append(
-      el("p", { class: "formula" }, `position ${t}, ${JSON.stringify(current.window[t])}: X = LN(E[c] + PE) → MultiHead(X) → logits = context W_out + b_out (the notes' model: no residual, no MLP)`),
+      el("p", { class: "formula" }, `position ${t}, ${JSON.stringify(current.window[t])}: X = LN(E[c] + PE) → MultiHead(X) → logits = ${words.readout} (the notes' model: no residual, no MLP)`),
       vectorRow("E + PE", "the embedding view's X", v(b.input)),
-      arrow("layer norm: (x − mean) / √(var + ε) · γ + β"),
+      arrow(`${words.norm}: ${words.normFormula}`),
       vectorRow("LN(X)", "what Q, K and V are made from", v(b.ln1)),
-      arrow("Q = X W_Q, K = X W_K, V = X W_V; each head: softmax(Q Kᵀ / √d_k + M) V"),
+      arrow(`${words.qkv}; each head: softmax(Q Kᵀ / √d_k + M) V`),
       vectorRow("concat", heads, v(att.concat))
     );
     if (hasWO) box.append(arrow("× W_O: the heads mixed"), vectorRow("context", "concat W_O", v(b.attention)));
-    box.append(arrow("× W_out + b_out → the logits of the next character (the bars above, before softmax)"));
+    box.append(arrow(`${words.readout} → the logits of the next character (the bars above, before softmax)`));
     return;
   }
   const rel = (branch, stream) => `adds a vector ${fmt(vectorLength(branch) / vectorLength(stream), 2)}× the stream's length`;
-  const normFormula = model.config.norm === "rms" ? "RMSNorm: x / √(mean(x²) + ε) · γ" : "(x − mean) / √(var + ε) · γ + β";
+  const normFormula = `${words.norm}: ${words.normFormula}`;
   box.append(
     el("p", { class: "formula" }, `position ${t}, ${JSON.stringify(current.window[t])}, block ${l}: X → X + Attention(LN₁(X))${b.mlp ? " → X + MLP(LN₂(X))" : " (attention only: no MLP)"}; each row one vector of this position (hover a cell for its value)`),
     vectorRow(`X in`, l === 0 ? (model.positions ? "the embedding: E[c] + PE" : "the embedding: E[c]") : `the output of block ${l - 1}`, v(b.input)),
     arrow(`LN₁: ${normFormula}, per position`),
     vectorRow("LN₁(X)", "what Q, K and V are made from", v(b.ln1)),
-    arrow("Q = X W_Q, K = X W_K, V = X W_V; each head: softmax(Q Kᵀ / √d_k + M) V (the attention view)"),
+    arrow(`${words.qkv}; each head: softmax(Q Kᵀ / √d_k + M) V (the attention view)`),
     vectorRow("concat", heads, v(att.concat)),
     arrow(hasWO ? "× W_O: the heads' findings mixed into one d-vector" : "no W_O"),
     vectorRow("attention", "concat W_O: the attention branch", v(b.attention)),
@@ -616,17 +653,16 @@ function drawFlow() {
   const width = b.hidden.length / current.T;
   const h = v(b.hidden, width);
   const active = h.reduce((n, x) => n + (x > 0), 0);
-  const activation = model.config.activation || "gelu";
-  const act = { gelu: "GELU(x W₁ + b₁)", relu2: "ReLU(x W₁ + b₁)²", swiglu: "SiLU(x W₁) · (x W₃)" }[activation];
+  const act = words.act;
   box.append(
-    arrow("LN₂"),
+    arrow(`LN₂: ${words.norm} again`),
     vectorRow("LN₂(X')", "the MLP's input", v(b.ln2)),
     arrow(`${act}: ${width} hidden units, ${active} of them > 0 here`),
     vectorRow("hidden", act, h),
-    arrow("× W₂ + b₂: back to d numbers"),
+    arrow(`× W₂${words.b2}: back to d numbers`),
     vectorRow("MLP", "the MLP branch", v(b.mlp)),
     arrow(`+ residual: X' + MLP (${rel(v(b.mlp), v(b.mid))})`),
-    vectorRow("X out", l === layers - 1 ? "→ LN_f and W_vocab: the logits (the lens's last row)" : `the input of block ${l + 1}`, v(b.output))
+    vectorRow("X out", l === layers - 1 ? `→ ${words.readout}: the logits (the lens's last row)` : `the input of block ${l + 1}`, v(b.output))
   );
 }
 
@@ -685,7 +721,7 @@ function drawQKV() {
   $("qkv").append(
     el("div", { class: "controls" }, el("span", {}, `layer ${state.layer}, head ${h}, query ${i} (${JSON.stringify(seen[i])}), key`), select),
     el("p", { class: "formula" }, `q_${i} · k_${j} = Σ_c q[c] k[c] = ${fmt(dot, 4)};  / √d_k = / √${dK} → score ${fmt(dot / Math.sqrt(dK), 4)};  softmax over keys 0..${i} → weight ${fmt(w, 4)};  the weight scales v_${j}, and the context sums w · v over every key`),
-    el("p", { class: "hint" }, `q_i = the query row of Q = LN(X) W_Q (+ b), k_j and v_j the key's rows of K and V, in head ${h}'s ${dK} columns (${h * dK} to ${(h + 1) * dK - 1}); red negative, blue positive. A key scores high when its vector points where the query's does: the products' column shows which components agree.`),
+    el("p", { class: "hint" }, `q_i = the query row of Q (${blockWords().qkv}, from ${blockWords().norm}(X)), k_j and v_j the key's rows of K and V, in head ${h}'s ${dK} columns (${h * dK} to ${(h + 1) * dK - 1}); red negative, blue positive. A key scores high when its vector points where the query's does: the products' column shows which components agree.`),
     el("div", { class: "qkv-box" }, table)
   );
 }
@@ -1114,6 +1150,7 @@ function drawLegends() {
 }
 
 wireControls();
+describeBlock();
 drawLegends();
 drawAbout();
 update();
