@@ -1155,6 +1155,16 @@ drawLegends();
 drawAbout();
 update();
 window.scratchgpt.drawn = true; // every view but "Where it fails" and the heads' scores, computed in the background
+// ?report=<text>, on a page served over HTTP: post the next-character distribution for <text> back to
+// the server, for a browser that no test can drive (Firefox ESR: tests/explorer/test_firefox.py). A
+// form, not fetch: the page's Content-Security-Policy refuses every connection.
+const reportText = new URLSearchParams(location.search).get("report");
+if (reportText !== null && location.protocol.startsWith("http")) {
+  const data = JSON.stringify({ probs: predict(reportText).probs, userAgent: navigator.userAgent });
+  const form = el("form", { method: "POST", action: "/report" }, el("input", { type: "hidden", name: "data", value: data }));
+  document.body.append(form);
+  form.submit();
+}
 drawFailures();
 drawTimelapse();
 drawHeadJob();
