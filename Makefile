@@ -36,13 +36,17 @@ corpus:
 		mkdir -p $(dir $(CORPUS)) && cp $(SHARED_CORPUS) $(CORPUS) && echo "seeded $(CORPUS) from $(SHARED_CORPUS)"; \
 	fi
 
-# The explorer's tests open its page in Debian's Chromium, driven by Playwright's Python package
+# The explorer's tests open its page in Debian's Chromium, driven by Playwright's Python package, and in
+# Debian's Firefox ESR (tests/explorer/test_firefox.py)
 # (pyproject's dev extra); Playwright's own browser download is never used.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 browser:
 	@command -v chromium >/dev/null || { echo "installing Debian's chromium for the browser tests"; \
 		$(SUDO) apt-get install -y chromium >/dev/null || \
 		{ $(SUDO) apt-get update >/dev/null && $(SUDO) apt-get install -y chromium >/dev/null; }; }
+	@command -v firefox-esr >/dev/null || { echo "installing Debian's firefox-esr for tests/explorer/test_firefox.py"; \
+		$(SUDO) apt-get install -y firefox-esr >/dev/null || \
+		{ $(SUDO) apt-get update >/dev/null && $(SUDO) apt-get install -y firefox-esr >/dev/null; }; }
 
 train: $(BIN)/.installed corpus
 	$(BIN)/python -m src.train $(ARGS)
