@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("src.sweeps.figure",),  # a sweep's summary.png, drawn from the analysis' numbers
     ("src.training",),  # the Lightning pieces: GPTModule, callbacks, checkpoints, optimizer
     ("src.explorer",),  # the explorer page: a checkpoint's model running in one HTML file
+    ("src.run.meeting",),  # torchrun's ranks meeting in its store: one run folder, a refusal heard by all
     ("src.run.record", "src.run.rundir"),  # a run's result.json and exit status; its folder, ranks and lock
     ("src.sweeps.resources",),  # a parallel sweep's jobs sharing the machine: threads, GPU slots
     ("src.sweeps.summary",),  # a multirun's main process: its start, its stop, its summary
