@@ -16,6 +16,7 @@ from torch import Tensor  # noqa: E402
 
 CELL = 3.0  # inches per head panel
 TITLE = 0.6  # inches for the figure title
+BAR = 0.9  # inches on the right for the colour bar (what a weight's colour means)
 DPI = 100
 MAX_LABELLED_TOKENS = 40  # beyond this the characters on the axes would overlap
 
@@ -31,13 +32,13 @@ def attention_figure(
 
     layers: each (h, T, T) for one sequence; layer_numbers: their indices in the model (default
     0, 1, ...). The future (above the diagonal, exactly 0 under the causal mask) is drawn light
-    grey, so the causal triangle is plain to see.
+    grey, so the causal triangle is plain to see; the colour bar on the right reads a colour as a
+    weight (each row sums to 1, so a row of one bright cell reads a single position).
     """
     layer_numbers = layer_numbers or list(range(len(layers)))
     num_heads, T = layers[0].shape[0], layers[0].shape[-1]
-    fig, axes = plt.subplots(
-        len(layers), num_heads, figsize=(num_heads * CELL, len(layers) * CELL + TITLE), dpi=DPI, squeeze=False
-    )
+    width, height = num_heads * CELL + BAR, len(layers) * CELL + TITLE
+    fig, axes = plt.subplots(len(layers), num_heads, figsize=(width, height), dpi=DPI, squeeze=False)
     future = np.triu(np.ones((T, T), dtype=bool), k=1)
     cmap = plt.get_cmap("viridis").with_extremes(bad="#dddddd")
     labels = [token_label(t) for t in tokens] if T <= MAX_LABELLED_TOKENS else None
@@ -54,7 +55,12 @@ def attention_figure(
                 ax.set_xticks([])
                 ax.set_yticks([])
     fig.suptitle(title or "attention weights (row: query position, column: key position)", fontsize=10)
-    fig.subplots_adjust(left=0.04, right=0.98, bottom=0.04, top=1 - TITLE / (len(layers) * CELL + TITLE), hspace=0.35)
+    right = (num_heads * CELL - 0.06) / width
+    fig.subplots_adjust(left=0.04 * CELL / width, right=right, bottom=0.04, top=1 - TITLE / height, hspace=0.35)
+    bar = fig.add_axes((right + 0.15 / width, 0.04 + 0.1 / height, 0.16 / width, 0.92 - TITLE / height - 0.2 / height))
+    colours = fig.colorbar(ax.images[0], cax=bar, ticks=[0, 0.25, 0.5, 0.75, 1])
+    colours.ax.tick_params(labelsize=7)
+    colours.set_label("attention weight (grey: the future)", fontsize=8)
     return fig
 
 
@@ -71,7 +77,7 @@ class AttentionFigure:
         T = len(tokens)
         self.figure = attention_figure([torch.zeros(num_heads, T, T)], tokens, " ")
         self.future = np.triu(np.ones((T, T), dtype=bool), k=1)
-        self.panels = self.figure.axes  # one per head
+        self.panels = self.figure.axes[:num_heads]  # one per head (the last axes: the colour bar, drawn once)
         (self.title,) = self.figure.texts  # the suptitle, the figure's one text of its own
         for ax in self.panels:  # left out of canvas.draw(): render() draws them
             for artist in self._changing(ax):

@@ -9,7 +9,7 @@ from tensorboard.plugins.custom_scalar import layout_pb2
 from tensorboard.plugins.hparams import plugin_data_pb2
 from tensorboard.util import tensor_util
 
-from src.plots import CELL, DPI, TITLE
+from src.plots import BAR, CELL, DPI, TITLE
 from tests.helpers import run_cli, tiny_training
 
 pytestmark = pytest.mark.slow  # the commands as processes, end to end (make test-fast skips them)
@@ -71,7 +71,7 @@ def test_one_attention_image_per_layer_at_every_validation_from_step_0(trained):
     for layer in range(LAYERS):
         images = accumulator.Images(f"maps/attention_layer_{layer}")
         assert [i.step for i in images] == [0, *VALIDATIONS]  # from step 0, where the curves start
-        assert png_size(images[-1].encoded_image_string) == (HEADS * CELL * DPI, (CELL + TITLE) * DPI)
+        assert png_size(images[-1].encoded_image_string) == ((HEADS * CELL + BAR) * DPI, (CELL + TITLE) * DPI)
     assert "maps/attention_layer_2" not in accumulator.Tags()["images"]
 
 
@@ -139,7 +139,7 @@ def test_plot_attention_writes_the_figure_for_any_prompt(trained, tmp_path):
     out = tmp_path / "attention.png"
     result = run_cli("plot_attention", f"ckpt_path={run_dir}", "prompt='To be, or not'", f"out={out}")
     assert result.returncode == 0, result.stderr
-    assert png_size(out.read_bytes()) == (HEADS * CELL * DPI, (LAYERS * CELL + TITLE) * DPI)
+    assert png_size(out.read_bytes()) == ((HEADS * CELL + BAR) * DPI, (LAYERS * CELL + TITLE) * DPI)
     beside = run_cli("plot_attention", f"ckpt_path={run_dir}")  # no out=: into the run, not the project root
     assert beside.returncode == 0, beside.stderr
     assert beside.stdout.strip() == str(run_dir / "attention.png") and (run_dir / "attention.png").is_file()
