@@ -54,6 +54,7 @@ train: $(BIN)/.installed corpus
 # Every run under outputs/ (LOGDIR=outputs/multirun/<date>/<time> for one sweep), at http://localhost:6006
 LOGDIR ?= outputs
 tensorboard: $(BIN)/.installed
+	@echo "open http://localhost:6006/?smoothing=0 (the curves unsmoothed: the values the run printed)"
 	$(BIN)/tensorboard --logdir $(LOGDIR)
 
 lint: $(BIN)/.installed

@@ -2,11 +2,11 @@
 
 Starts TensorBoard on LOGDIR (default: outputs) at a free port of 127.0.0.1, opens it in headless
 Chromium (Debian's /usr/bin/chromium, or $CHROMIUM, driven by Playwright: no browser is
-downloaded), unticks "Ignore outliers in chart scaling" (with a few validations it cuts off the
-val curve's first point), closes the settings pane, waits for the charts, and saves what a user
-sees first as OUT (default: docs/tensorboard.png). `--tab hparams` (or any tab's name) shows that
-tab instead, `--width 1900` a wider window (the HPARAMS table's metric columns). The README's
-picture is the TIME SERIES tab of one run.
+downloaded) at the address a run prints, `?smoothing=0` (src/training/tensorboard.VIEW), with
+TensorBoard's other settings as they come, closes the settings pane, waits for the charts, and
+saves what a user sees first as OUT (default: docs/tensorboard.png). `--tab hparams` (or any
+tab's name) shows that tab instead, `--width 1900` a wider window. The README's picture is the
+TIME SERIES tab of one run.
 """
 
 from __future__ import annotations
@@ -68,17 +68,9 @@ def main() -> None:
                 args=["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking"],
             )
             page = browser.new_page(viewport={"width": args.width, "height": HEIGHT})
-            page.goto(f"{url}#{args.tab}")
+            page.goto(f"{url}?smoothing=0#{args.tab}")  # the address a run prints (its VIEW)
             if args.tab == "timeseries":
                 page.wait_for_selector("card-view", timeout=60_000)
-            if args.tab in ("timeseries", "custom_scalars"):
-                page.wait_for_timeout(2_000)
-                outliers = page.get_by_label("Ignore outliers in chart scaling")
-                if outliers.count() and outliers.first.is_checked():
-                    outliers.first.uncheck()  # with a few validations it clips loss/val's step-0 point
-                elif args.tab == "custom_scalars":  # its checkbox has no label element: click its text
-                    page.get_by_text("Ignore outliers in chart scaling").first.click()
-            if args.tab == "timeseries":
                 close = page.locator("button[aria-label='Close side pane']")
                 if close.count():
                     close.first.click()  # the settings pane opens by default and hides a third of the charts

@@ -82,9 +82,9 @@ def tiny_training(log_dir: Path, *extra: str) -> list[str]:
     ]
 
 
-def scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
-    """Every scalar TensorBoard would show for the run: tag -> [(step, value)]."""
-    events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
+def scalars(run_dir: Path, events_dir: str = "tensorboard") -> dict[str, list[tuple[int, float]]]:
+    """Every scalar TensorBoard would show for the run (events_dir: its events, in run_dir): tag -> [(step, value)]."""
+    events = EventAccumulator(str(run_dir / events_dir), size_guidance={"scalars": 0})
     events.Reload()
     return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
 

@@ -4,10 +4,13 @@ At each validation (the one at step 0 too) `TrackHeads` scores every head on the
 probe (src/model/head_scores.py: previous-token, duplicate-token, induction, first-token, mean
 attention distance, and the model's in-context scores) and writes:
 
-- TensorBoard: `score_<measure>/L<layer>H<head>` scalars, drawn as one chart per measure with a
-  line per head on the CUSTOM SCALARS tab ("head scores"); `loss/in_context_repeats` and
-  `loss/in_context_text` beside the loss curves; `maps/heads_at_a_glance`, an image of the
-  layers x heads grid coloured by each head's kind;
+- TensorBoard: `score_<measure>/L<layer>H<head>` scalars, which src/training/tensorboard.py
+  writes as `score_<measure>/layer_<layer>` of a run per head (`head_<h>`), so that a chart's
+  heads differ in colour: a chart per measure and layer on TIME SERIES, one chart per measure
+  with every head on the CUSTOM SCALARS tab ("head scores": a colour per head, a marker per
+  layer); `score_in_context/repeats` and `score_in_context/text` (after the `loss` group, whose
+  first row stays train and val loss); `maps/heads_at_a_glance`, an image of the layers x heads
+  grid coloured by each head's kind;
 - `<run dir>/head_scores.json`, rewritten at each validation, which the explorer page replays:
 
     {
@@ -56,6 +59,7 @@ from src.training.tensorboard import TensorBoard
 
 FORMAT = "scratchgpt head scores 1"
 SCORE_TAG = "score_{measure}/L{layer}H{head}"
+IN_CONTEXT_TAG = "score_in_context/{on}"  # not in the group `loss`: the first row of TIME SERIES is train and val loss
 # The CUSTOM SCALARS tab: one chart per measure, a line per head (the tags are matched by regex).
 LAYOUT = {"head scores": {measure: ["Multiline", [rf"^score_{measure}/"]] for measure in MEASURES}}
 GLANCE_TAG = "maps/heads_at_a_glance"
@@ -176,9 +180,9 @@ class TrackHeads(L.Callback):
             for layer, row in enumerate(result.scores[measure].tolist())
             for head, value in enumerate(row)
         }
-        metrics["loss/in_context_repeats"] = result.in_context
+        metrics[IN_CONTEXT_TAG.format(on="repeats")] = result.in_context
         if result.in_context_text is not None:
-            metrics["loss/in_context_text"] = result.in_context_text
+            metrics[IN_CONTEXT_TAG.format(on="text")] = result.in_context_text
         log_at_step(trainer, metrics)
         self.write_snapshot(trainer, pl_module, result)
         self.draw_glance(trainer, result)

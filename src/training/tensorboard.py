@@ -7,17 +7,25 @@ TensorBoard opens on its TIME SERIES tab, which lists tag groups (the part befor
 (`train/loss`, `val/loss`); the names change only here, on their way to the event files. A
 custom-scalars layout draws train and val loss on one chart (the CUSTOM SCALARS tab).
 
-The HPARAMS tab shows five hyperparameters until you tick more: the ones marked as
-differing come first. A run marks the keys it was given on the command line (a sweep: the
-keys it sweeps), so a sweep opens on its swept keys beside the best val loss, bpc and accuracy
-(TensorBoard sorts the rest by name, and takes these marks from one run of its --logdir). Its
-Trial ID column is 10em wide and names a row by its session group, by default the run's path
-under --logdir, which the column cut to `multirun/2026-1...`; each run names its own group
-(`trial_name`).
+TensorBoard colours a chart's lines by run, never by tag: every tag of one run is one colour.
+So the head scores (`score_<measure>/L<layer>H<head>` inside the project) go to a run per head
+index, `head_<h>` beside the run's own events, as `score_<measure>/layer_<layer>`: each chart
+draws its heads in as many colours, named in the runs list, at the cost of H runs, not L x H
+(issue 32; src/training/heads.py).
+
+The HPARAMS table shows the first five hyperparameters its experiment lists (those marked as
+differing first), then the metric columns, each column 160 px wide: at 1280 px only about
+five columns fit beside Trial ID. So a run lists the keys it was given on the command line (a
+sweep: the keys it sweeps), or, given none, its parameter count: the best val loss, bpc and
+accuracy stay on screen instead of behind constants (every setting is in the session's record
+and hparams.yaml; TensorBoard takes the list from one run of its --logdir). Its Trial ID column
+is 10em wide and names a row by its session group, by default the run's path under --logdir,
+which the column cut to `multirun/2026-1...`; each run names its own group (`trial_name`).
 """
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
@@ -42,6 +50,15 @@ TAGS = {"train/loss": "loss/train", "val/loss": "loss/val", "best_val_loss": "lo
 ATTENTION_TAG = "maps/attention_layer_{layer}"
 # The HPARAMS tab's metric columns: (tag, column title).
 HPARAMS_METRICS = (("loss/val_best", "best val loss"), ("val/bpc", "val bpc"), ("val/acc", "val accuracy"))
+# TensorBoard's address with the TIME SERIES smoothing at 0 (its default, 0.6, is an average over
+# the last points: with a validation every 250 steps the bold val line lags the run's numbers,
+# 1.884 against 1.765 at the default run's last step). TensorBoard reads `smoothing` from the URL.
+VIEW = "http://localhost:6006/?smoothing=0"
+# A head's score -> (head, tag in that head's run).
+HEAD_SCORE = re.compile(r"^(?P<measure>score_\w+)/L(?P<layer>\d+)H(?P<head>\d+)$")
+HEAD_RUN = "head_{head}"
+# The HPARAMS column of a run that was given no hyperparameter on its command line.
+UNVARIED_COLUMNS = ("parameters",)
 LAYOUT = {"loss": {"train and val loss": ["Multiline", [r"^loss/train$", r"^loss/val$"]]}}
 
 
@@ -64,12 +81,14 @@ def shown_path(path: str | Path) -> str:
 
 def watch_command(log_dir: str | Path, run_dir: str | Path | None = None) -> str:
     """The command that opens TensorBoard, which works without activating the venv: on log_dir (every
-    run there, to compare), or on run_dir itself when hydra.run.dir put the run outside log_dir."""
+    run there, to compare), or on run_dir itself when hydra.run.dir put the run outside log_dir;
+    then the page to open, at VIEW."""
     program = Path(sys.executable).with_name("tensorboard")
     where = Path(log_dir)
     if run_dir is not None and not Path(run_dir).absolute().is_relative_to(where.absolute()):
         where = Path(run_dir)
-    return f"{shown_path(program) if program.is_file() else 'tensorboard'} --logdir {shown_path(where)}"
+    command = f"{shown_path(program) if program.is_file() else 'tensorboard'} --logdir {shown_path(where)}"
+    return f"{command}, then open {VIEW} (the curves unsmoothed: the values the run printed)"
 
 
 def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -124,13 +143,42 @@ class TensorBoard(TensorBoardLogger):
         super().__init__(save_dir, name, version, log_graph, default_hp_metric, prefix, sub_dir)
         threading.excepthook = quiet_writer_thread
         self.layout = dict(LAYOUT)  # callbacks add their categories (src/training/heads.py) before it is written
+        self.head_writers: dict[int, Any] = {}  # head index -> the writer of its run, made when first needed
 
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
         # Lightning adds the epoch to every dict it logs; training batches are one endless
         # epoch here, so that chart would be a flat line at 0.
-        renamed = {TAGS.get(name, name): value for name, value in metrics.items() if name != "epoch"}
-        super().log_metrics(renamed, step)
+        renamed, heads = {}, []
+        for name, value in metrics.items():
+            if found := HEAD_SCORE.match(name):
+                heads.append((int(found["head"]), f"{found['measure']}/layer_{found['layer']}", float(value)))
+            elif name != "epoch":
+                renamed[TAGS.get(name, name)] = value
+        if renamed:
+            super().log_metrics(renamed, step)
+        for head, tag, value in heads:
+            self.head_writer(head).add_scalar(tag, value, step)
+
+    def head_writer(self, head: int) -> Any:
+        """The writer of head `head`'s run (`head_<h>` in the run's log dir), the same kind as the run's."""
+        if head not in self.head_writers:
+            where = Path(self.log_dir) / HEAD_RUN.format(head=head)
+            self.head_writers[head] = type(self.experiment)(log_dir=str(where))
+        return self.head_writers[head]
+
+    @rank_zero_only
+    def save(self) -> None:
+        super().save()
+        for writer in self.head_writers.values():
+            writer.flush()
+
+    @rank_zero_only
+    def finalize(self, status: str) -> None:
+        super().finalize(status)
+        for writer in self.head_writers.values():
+            writer.close()
+        self.head_writers.clear()
 
     @rank_zero_only
     def log_layout(self) -> None:
@@ -141,19 +189,20 @@ class TensorBoard(TensorBoardLogger):
 
     @rank_zero_only
     def log_session(self, params: Mapping[str, Any], varied: Iterable[str] = (), trial: str = "") -> None:
-        """Enter the run in the HPARAMS tab with `params`, as the row `trial` (empty: its path);
-        the keys in `varied` (dotted, as typed: `model.num_heads`) are marked as differing, so
-        they are the columns shown at first.
+        """Enter the run in the HPARAMS tab with `params`, as the row `trial` (empty: its path).
+
+        The table's columns are the keys in `varied` (dotted, as typed: `model.num_heads`), marked
+        as differing, or, when none of them is a hyperparameter, `parameters` (the model's size):
+        TensorBoard shows five hyperparameter columns before the metrics, so listing the constants
+        too pushed the metrics off screen (issue 36, item 9). The session keeps every value.
 
         No metric value is written here (Lightning's log_hyperparams writes one at step 0): the
         metric columns read the last value of their tags, logged at each validation.
         """
         flat = {key: hparam_value(value) for key, value in flatten(params).items()}
         marked = {key.replace(".", "/") for key in varied}
-        infos = [
-            api_pb2.HParamInfo(name=name, type=self._type(value), differs=name in marked)
-            for name, value in sorted(flat.items(), key=lambda item: (item[0] not in marked, item[0]))
-        ]
+        columns = sorted(name for name in flat if name in marked) or [name for name in UNVARIED_COLUMNS if name in flat]
+        infos = [api_pb2.HParamInfo(name=name, type=self._type(flat[name]), differs=name in marked) for name in columns]
         metrics = [
             api_pb2.MetricInfo(name=api_pb2.MetricName(tag=tag), display_name=title) for tag, title in HPARAMS_METRICS
         ]

@@ -14,5 +14,6 @@ def test_a_run_put_outside_the_log_dir_is_watched_where_it_is(tmp_path):
     result = run_cli("train", *overrides, "trainer.val_check_interval=4", "explorer=false")
     assert result.returncode == 0, result.stderr[-2000:]
     watch = [line for line in result.stdout.splitlines() if line.startswith("watch it: ")]
-    assert len(watch) == 1 and watch[0].endswith(f"tensorboard --logdir {elsewhere}")  # not {log_dir}
+    assert len(watch) == 1 and f"tensorboard --logdir {elsewhere}, then open " in watch[0]  # not {log_dir}
+    assert watch[0].split(", then open ")[1].startswith("http://localhost:6006/?smoothing=0 ")
     assert list((elsewhere / "tensorboard").glob("events.out.tfevents.*"))
