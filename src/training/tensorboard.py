@@ -1,11 +1,12 @@
 """What TensorBoard shows a run, arranged so that the loss is the first thing on screen.
 
 TensorBoard opens on its TIME SERIES tab, which lists tag groups (the part before the first
-`/`) in code-point order. So the loss curves are the group `loss` (`loss/train`, `loss/val`,
-`loss/val_best`), and every other group sorts after it: `maps` (attention images), `train`,
-`val`. Inside this project the metrics keep the names the code and the progress bar use
-(`train/loss`, `val/loss`); the names change only here, on their way to the event files. A
-custom-scalars layout draws train and val loss on one chart (the CUSTOM SCALARS tab).
+`/`) in code-point order. So the loss curves are the group `loss` (`loss/train`, and
+`loss/val` with the best val loss so far, BEST_RUN), and every other group sorts after it:
+`maps` (attention images), `score_*`, `train`, `val`. Inside this project the metrics keep
+the names the code and the progress bar use (`train/loss`, `val/loss`); the names change only
+here, on their way to the event files. A custom-scalars layout draws train and val loss on one
+chart (the CUSTOM SCALARS tab).
 
 TensorBoard colours a chart's lines by run, never by tag: every tag of one run is one colour.
 So the head scores (`score_<measure>/L<layer>H<head>` inside the project) go to a run per head
@@ -48,13 +49,23 @@ from src.training.callbacks import validates_step_zero
 # The project's metric names -> the tags TensorBoard shows.
 TAGS = {"train/loss": "loss/train", "val/loss": "loss/val", "best_val_loss": "loss/val_best"}
 ATTENTION_TAG = "maps/attention_layer_{layer}"
-# The HPARAMS tab's metric columns: (tag, column title).
-HPARAMS_METRICS = (("loss/val_best", "best val loss"), ("val/bpc", "val bpc"), ("val/acc", "val accuracy"))
+# The best val loss so far (what best.ckpt holds) is drawn in the `loss/val` chart, as `loss/val` of
+# the run `best` beside the run's events: a line of its own colour under the val line. It is also
+# what keeps the last validation on that chart: TensorBoard's "ignore outliers" (on by default)
+# sets a chart's range without its lowest point, which on the val line alone is the last
+# validation, but here the lowest value is on both lines (issue 36, item 8).
+BEST_RUN = "best"
+# The HPARAMS tab's metric columns: (tag, run beside the session's own ("": its own), column title).
+HPARAMS_METRICS = (
+    ("loss/val", BEST_RUN, "best val loss"),
+    ("val/bpc", "", "val bpc"),
+    ("val/acc", "", "val accuracy"),
+)
 # TensorBoard's address with the TIME SERIES smoothing at 0 (its default, 0.6, is an average over
 # the last points: with a validation every 250 steps the bold val line lags the run's numbers,
 # 1.884 against 1.765 at the default run's last step). TensorBoard reads `smoothing` from the URL.
 VIEW = "http://localhost:6006/?smoothing=0"
-# A head's score -> (head, tag in that head's run).
+# A head's score -> (its head's run, tag there).
 HEAD_SCORE = re.compile(r"^(?P<measure>score_\w+)/L(?P<layer>\d+)H(?P<head>\d+)$")
 HEAD_RUN = "head_{head}"
 # The HPARAMS column of a run that was given no hyperparameter on its command line.
@@ -143,42 +154,44 @@ class TensorBoard(TensorBoardLogger):
         super().__init__(save_dir, name, version, log_graph, default_hp_metric, prefix, sub_dir)
         threading.excepthook = quiet_writer_thread
         self.layout = dict(LAYOUT)  # callbacks add their categories (src/training/heads.py) before it is written
-        self.head_writers: dict[int, Any] = {}  # head index -> the writer of its run, made when first needed
+        self.writers: dict[str, Any] = {}  # the runs beside the run's own (best, head_<h>): made when first needed
 
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
         # Lightning adds the epoch to every dict it logs; training batches are one endless
         # epoch here, so that chart would be a flat line at 0.
-        renamed, heads = {}, []
+        renamed, beside = {}, []
         for name, value in metrics.items():
             if found := HEAD_SCORE.match(name):
-                heads.append((int(found["head"]), f"{found['measure']}/layer_{found['layer']}", float(value)))
+                run, tag = HEAD_RUN.format(head=found["head"]), f"{found['measure']}/layer_{found['layer']}"
+                beside.append((run, tag, float(value)))
+            elif name == "best_val_loss":
+                beside.append((BEST_RUN, TAGS["val/loss"], float(value)))
             elif name != "epoch":
                 renamed[TAGS.get(name, name)] = value
         if renamed:
             super().log_metrics(renamed, step)
-        for head, tag, value in heads:
-            self.head_writer(head).add_scalar(tag, value, step)
+        for run, tag, value in beside:
+            self.writer(run).add_scalar(tag, value, step)
 
-    def head_writer(self, head: int) -> Any:
-        """The writer of head `head`'s run (`head_<h>` in the run's log dir), the same kind as the run's."""
-        if head not in self.head_writers:
-            where = Path(self.log_dir) / HEAD_RUN.format(head=head)
-            self.head_writers[head] = type(self.experiment)(log_dir=str(where))
-        return self.head_writers[head]
+    def writer(self, run: str) -> Any:
+        """The writer of the run `run` in the run's log dir, of the same kind as the run's own."""
+        if run not in self.writers:
+            self.writers[run] = type(self.experiment)(log_dir=str(Path(self.log_dir) / run))
+        return self.writers[run]
 
     @rank_zero_only
     def save(self) -> None:
         super().save()
-        for writer in self.head_writers.values():
+        for writer in self.writers.values():
             writer.flush()
 
     @rank_zero_only
     def finalize(self, status: str) -> None:
         super().finalize(status)
-        for writer in self.head_writers.values():
+        for writer in self.writers.values():
             writer.close()
-        self.head_writers.clear()
+        self.writers.clear()
 
     @rank_zero_only
     def log_layout(self) -> None:
@@ -204,7 +217,8 @@ class TensorBoard(TensorBoardLogger):
         columns = sorted(name for name in flat if name in marked) or [name for name in UNVARIED_COLUMNS if name in flat]
         infos = [api_pb2.HParamInfo(name=name, type=self._type(flat[name]), differs=name in marked) for name in columns]
         metrics = [
-            api_pb2.MetricInfo(name=api_pb2.MetricName(tag=tag), display_name=title) for tag, title in HPARAMS_METRICS
+            api_pb2.MetricInfo(name=api_pb2.MetricName(tag=tag, group=run), display_name=title)
+            for tag, run, title in HPARAMS_METRICS
         ]
         experiment = api_pb2.Experiment(hparam_infos=infos, metric_infos=metrics, time_created_secs=time.time())
         start = plugin_data_pb2.SessionStartInfo(group_name=trial, start_time_secs=time.time())

@@ -36,7 +36,7 @@ def test_the_first_group_on_screen_is_the_loss_and_both_curves_start_at_step_0(t
     tags = accumulator.Tags()
     shown = set(tags["scalars"]) | set(tags["images"])
     assert min(tag.split("/")[0] for tag in shown) == "loss"  # TIME SERIES lists groups in code-point order
-    assert {"loss/train", "loss/val", "loss/val_best", "train/lr", "train/grad_norm", "val/bpc", "val/acc"} <= shown
+    assert {"loss/train", "loss/val", "train/lr", "train/grad_norm", "val/bpc", "val/acc"} <= shown
     assert "epoch" not in shown and "hp_metric" not in shown
     untrained = math.log(65)  # uniform over Tiny Shakespeare's 65 characters
     for tag in ("loss/train", "loss/val"):
@@ -53,7 +53,7 @@ def test_the_first_group_on_screen_is_the_loss_and_both_curves_start_at_step_0(t
 def test_the_best_val_loss_is_the_running_minimum_of_real_validations(trained):
     accumulator = events(trained[0])
     val = {s.step: s.value for s in accumulator.Scalars("loss/val")}
-    best = [(s.step, s.value) for s in accumulator.Scalars("loss/val_best")]
+    best = [(s.step, s.value) for s in events(trained[0] / "tensorboard" / "best").Scalars("loss/val")]  # same chart
     assert [step for step, _ in best] == VALIDATIONS  # none at step 0: no checkpoint holds the untrained model
     for step, value in best:
         assert value == pytest.approx(min(v for k, v in val.items() if 0 < k <= step))
@@ -89,10 +89,10 @@ def test_hparams_lead_with_the_keys_the_command_line_set_beside_best_val_loss_bp
     )
     assert hparams["model/num_heads"].number_value == HEADS
     experiment = hparams_plugin(accumulator, "experiment").experiment
-    assert [(m.name.tag, m.display_name) for m in experiment.metric_infos] == [
-        ("loss/val_best", "best val loss"),
-        ("val/bpc", "val bpc"),
-        ("val/acc", "val accuracy"),
+    assert [(m.name.tag, m.name.group, m.display_name) for m in experiment.metric_infos] == [
+        ("loss/val", "best", "best val loss"),  # loss/val of the run `best` beside the session's events
+        ("val/bpc", "", "val bpc"),
+        ("val/acc", "", "val accuracy"),
     ]
     marked = [h.name for h in experiment.hparam_infos if h.differs]
     # tiny_training's keys, less where the run goes and how it prints (paths, progress_bar, sample)

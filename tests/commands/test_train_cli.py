@@ -29,10 +29,10 @@ def test_tensorboard_has_the_validation_metrics_and_the_loss_falls(trained):
         "val/acc",
         "train/lr",
         "train/tokens_per_sec",
-        "loss/val_best",
     ]:
         assert tag in s, tag
     assert [step for step, _ in s["loss/val"]] == [0, 20, 40]
+    assert [step for step, _ in scalars(run_dir, "tensorboard/best")["loss/val"]] == [20, 40]  # the best so far
     losses = [v for _, v in s["loss/train"]]
     assert len(losses) >= 39
     assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.5  # it learns

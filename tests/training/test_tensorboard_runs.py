@@ -21,17 +21,20 @@ def experiment(folder) -> plugin_data_pb2.HParamsPluginData:
     return plugin_data_pb2.HParamsPluginData.FromString(content).experiment
 
 
-def test_head_scores_go_to_a_run_per_head_and_everything_else_stays_in_the_run(tmp_path):
+def test_head_scores_go_to_a_run_per_head_the_best_val_loss_to_its_run_and_the_rest_stays(tmp_path):
     logger = TensorBoard(tmp_path)
     for step in (0, 20):
         scores = {f"score_induction/L{i}H{h}": step + 10 * i + h for i in (0, 1) for h in (0, 1, 2)}
-        logger.log_metrics({**scores, "val/loss": 4.0 - step / 10, "score_in_context/repeats": -0.5, "epoch": 0}, step)
+        metrics = {"val/loss": 4.0 - step / 10, "best_val_loss": 3.0, "score_in_context/repeats": -0.5, "epoch": 0}
+        logger.log_metrics({**scores, **metrics}, step)
     logger.finalize("success")
     run = read(tmp_path / "tensorboard")
     assert sorted(run.Tags()["scalars"]) == ["loss/val", "score_in_context/repeats"]  # no epoch, no head's score
     assert [(s.step, s.value) for s in run.Scalars("loss/val")] == [(0, 4.0), (20, 2.0)]
-    heads = sorted(p.name for p in (tmp_path / "tensorboard").iterdir() if p.is_dir())
-    assert heads == ["head_0", "head_1", "head_2"]  # H runs for the L x H heads
+    beside = sorted(p.name for p in (tmp_path / "tensorboard").iterdir() if p.is_dir())
+    assert beside == ["best", "head_0", "head_1", "head_2"]  # H runs for the L x H heads
+    best = read(tmp_path / "tensorboard" / "best")  # the best so far: a line of its own in the loss/val chart
+    assert [(s.step, s.value) for s in best.Scalars("loss/val")] == [(0, 3.0), (20, 3.0)]
     head_2 = read(tmp_path / "tensorboard" / "head_2")
     assert sorted(head_2.Tags()["scalars"]) == ["score_induction/layer_0", "score_induction/layer_1"]
     assert [(s.step, s.value) for s in head_2.Scalars("score_induction/layer_1")] == [(0, 12.0), (20, 32.0)]
@@ -53,9 +56,7 @@ def test_the_hparams_table_lists_the_varied_keys_or_the_size_so_the_metrics_stay
     # TensorBoard shows the first five hyperparameters, then the metrics: constants no longer fill them
     assert [info.name for info in listed.hparam_infos] == columns
     assert all(info.differs == (info.name != "parameters") for info in listed.hparam_infos)
-    assert [(m.name.tag, m.display_name) for m in listed.metric_infos] == [
-        (tag, title) for tag, title in HPARAMS_METRICS
-    ]
+    assert [(m.name.tag, m.name.group, m.display_name) for m in listed.metric_infos] == list(HPARAMS_METRICS)
     content = read(tmp_path / "tensorboard").SummaryMetadata("_hparams_/session_start_info").plugin_data.content
     start = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info
     assert start.group_name == "12-00-00" and start.hparams["model/num_layers"].number_value == 2  # every value kept
