@@ -10,7 +10,7 @@ from tensorboard.plugins.hparams import plugin_data_pb2
 from tensorboard.util import tensor_util
 
 from src.plots import BAR, CELL, DPI, TITLE
-from tests.helpers import run_cli, tiny_training
+from tests.helpers import run_cli, scalars, tiny_training
 
 pytestmark = pytest.mark.slow  # the commands as processes, end to end (make test-fast skips them)
 
@@ -53,7 +53,7 @@ def test_the_first_group_on_screen_is_the_loss_and_both_curves_start_at_step_0(t
 def test_the_best_val_loss_is_the_running_minimum_of_real_validations(trained):
     accumulator = events(trained[0])
     val = {s.step: s.value for s in accumulator.Scalars("loss/val")}
-    best = [(s.step, s.value) for s in events(trained[0] / "tensorboard" / "best").Scalars("loss/val")]  # same chart
+    best = scalars(trained[0], "tensorboard/best")["loss/val"]  # the run `best`: a line in the loss/val chart
     assert [step for step, _ in best] == VALIDATIONS  # none at step 0: no checkpoint holds the untrained model
     for step, value in best:
         assert value == pytest.approx(min(v for k, v in val.items() if 0 < k <= step))
