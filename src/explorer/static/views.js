@@ -541,7 +541,16 @@ function drawEmbedding() {
     vectorRow(`${sinusoidal ? "PE" : "P"}[${t}]`, sinusoidal ? "sin/cos of the position, fixed" : "the position's row of P, learned", row(positions, t, d)),
     vectorRow(`X[${t}]`, model.config.kind === "seed" ? "their sum, then LN (the block view)" : "their sum: the residual stream's start", row(current.result.embedded, t, d))
   );
-  box.append(positionPicture(t));
+  box.append(positionPictureOf(t));
+}
+
+const pictures = new Map(); // the position picture depends on the position and the width only, not on the text
+
+/** positionPicture(t), drawn once per position and width and then reused: a keystroke redraws no PE map. */
+function positionPictureOf(t) {
+  const key = `${t} ${mapWidth()}`;
+  if (!pictures.has(key)) pictures.set(key, positionPicture(t));
+  return pictures.get(key);
 }
 
 /** The position codes of every position (rows) and dimension (columns), as the notes draw them, with a
@@ -869,6 +878,18 @@ function drawHeadJob() {
 
 // ---------------------------------------------------------------- logit lens
 
+/** The indices of the three largest of p, largest first (one pass, not a sort of the vocabulary). */
+function topThree(p) {
+  const top = [];
+  for (let k = 0; k < p.length; k++) {
+    if (top.length === 3 && p[k] <= p[top[2]]) continue;
+    top.push(k);
+    top.sort((a, b) => p[b] - p[a] || a - b);
+    if (top.length > 3) top.pop();
+  }
+  return top;
+}
+
 function drawLens() {
   const box = $("lens-grid");
   box.replaceChildren();
@@ -879,14 +900,15 @@ function drawLens() {
   const table = el("table", { class: "lens" });
   table.append(el("tr", {}, el("th", {}, "reads"), ...seen.map((ch, t) => el("th", { class: "mono", title: `position ${t}` }, glyph(ch)))));
   result.stream.forEach((S, l) => {
-    const probs = result.readout(S); // (T, V) logits of every position read at this depth
+    // (T, V) logits of every position read at this depth; the last depth's are the model's own logits
+    const probs = l === result.stream.length - 1 ? result.logits : result.readout(S);
     const name = l === 0 ? (model.config.kind === "seed" ? "input (after LN)" : "embedding") : l === result.stream.length - 1 ? `layer ${l - 1} = output` : `after layer ${l - 1}`;
     const cells = [];
     for (let t = 0; t < T; t++) {
       const p = softmax(row(probs, t, V));
       const best = argmax(p);
       const nextTrue = t + 1 < T ? seen[t + 1] : null;
-      const top3 = [...p.keys()].sort((a, b) => p[b] - p[a]).slice(0, 3).map((k) => `${JSON.stringify(model.vocab[k])} ${(100 * p[k]).toFixed(1)}%`);
+      const top3 = topThree(p).map((k) => `${JSON.stringify(model.vocab[k])} ${(100 * p[k]).toFixed(1)}%`);
       const ink = inkOn(heatRGB(p[best])); // the text, and the outline of a hit, in the colour that reads on this cell
       cells.push(
         el(
