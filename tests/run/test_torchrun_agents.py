@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -90,7 +91,7 @@ def test_a_rank_waiting_for_its_peer_stops_at_once_on_the_agents_sigterm(tmp_pat
     torchrun's 30 s escalation to SIGKILL ("Unable to shutdown process ... via 15")."""
     port = free_port()
     rank_0 = torchrun_agent(0, 2, port, *two_nodes(tmp_path, "trainer.num_nodes=2"))
-    silent = torchrun_agent(1, 2, port, "--no-python", sys.executable, "-c", "import time; time.sleep(600)")
+    silent = torchrun_agent(1, 2, port, "--no-python", sys.executable, "-c", "import time; time.sleep(300)")
     try:
         deadline = time.monotonic() + 300
         while not list(tmp_path.glob("*/*/.hydra/config.yaml")):  # rank 0 is in its run, at the meeting
@@ -102,8 +103,12 @@ def test_a_rank_waiting_for_its_peer_stops_at_once_on_the_agents_sigterm(tmp_pat
         output = rank_0.communicate(timeout=120)[0]
         took = time.monotonic() - started
     finally:
-        silent.kill()
-        silent.wait()
+        silent.terminate()  # its agent ends its worker too (kill -9 of the agent would orphan it)
+        try:
+            silent.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            silent.kill()
+            silent.wait()
     assert took < 20, f"{took:.1f} s\n{output[-3000:]}"
     assert "Unable to shutdown process" not in output, output[-3000:]
     (line,) = errors(output)
