@@ -1,10 +1,11 @@
 """`python -m src.train [overrides]`: train, validate, checkpoint, log to TensorBoard, print a sample.
 
 The recipe reads as lightning-hydra-template's: plan, build (data, model, callbacks, logger,
-trainer), fit, report. Everything it meets was checked by `preflight.plan` first (values, text,
-checkpoint, prompts), on the command line before Hydra created the run directory; train() takes
-that plan over, and plans itself only a config the command line did not check (a sweep job's, or
-one composed in Python).
+trainer), fit, report. On the command line, `check_before_hydra` does the first two once, for the
+run's real directory, before Hydra creates it (`preflight.plan` checks values, text, checkpoint
+and prompts; each part refuses its own keys as it is built), and hands the built run to train();
+train() plans and builds itself only a config the command line did not (a sweep job's, or one
+composed in Python).
 """
 
 # ruff: noqa: E402  (the imports follow the signal handler, so that one covers them too)
@@ -36,7 +37,6 @@ import src.training.lightning_import  # noqa: F401  (first: Lightning without sc
 import lightning as L
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
-from hydra.utils import instantiate
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
@@ -45,7 +45,7 @@ from src.data.tokenizer import printable
 from src.model.language_model import count_parameters
 from src.run import meeting, preflight, record, rundir
 from src.run.cli import command, fail
-from src.run.preflight import build_callbacks
+from src.run.preflight import build_callbacks, build_logger
 from src.run.rules import ConfigError
 from src.training.callbacks import GracefulInterrupt, TokensPerSecond, TrainingInterrupted
 from src.training.checkpoint_io import CheckpointWriteError
@@ -96,11 +96,19 @@ class Run(NamedTuple):
     trainer: L.Trainer
 
 
+class Ready(NamedTuple):
+    """A run planned and built, not yet fitted: what the command line's checks hand train()."""
+
+    plan: preflight.Plan
+    run: Run
+
+
 def build(cfg: DictConfig, plan: preflight.Plan, module_class: type[GPTModule] = GPTModule) -> Run:
     """The run's objects from a config and its plan: seed, data, model, callbacks, logger, trainer.
 
     As lightning-hydra-template's train() builds its object dict; the benchmarks build here too
-    (module_class: their GPTModule variants), so that they measure what a run runs.
+    (module_class: their GPTModule variants), so that they measure what a run runs. Constructors
+    only: nothing is trained or written, so the command line builds before anything is written.
     """
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = preflight.build_datamodule(cfg, plan.tokenizer, plan.corpus)
@@ -116,25 +124,30 @@ def build(cfg: DictConfig, plan: preflight.Plan, module_class: type[GPTModule] =
     hparams = LogHyperparams(tensorboard_hparams(cfg, count_parameters(lit.model), varied), varied, trial)
     shown = show_progress_bar(cfg.progress_bar)
     callbacks = [*build_callbacks(cfg, plan.prompts, shown), GracefulInterrupt(), hparams]
-    # Sweep jobs are named by their overrides; ~logger: none (Lightning would otherwise add its own).
-    logger = instantiate(cfg.logger, version=record.run_name()) if cfg.logger is not None else False
+    logger = build_logger(cfg, version=record.run_name())  # a sweep job is named by its overrides
     trainer = preflight.build_trainer(cfg, callbacks, logger, shown)
     if cfg.compile:
         lit.model.compile()  # in place: checkpoints keep the plain parameter names
     return Run(datamodule, lit, trainer)
 
 
-def train(cfg: DictConfig) -> float:
-    """Train as configured; return the best validation loss (what sweepers minimise)."""
+def plan_and_build(cfg: DictConfig) -> Ready:
+    """A sweep job's run (the command line checked only its point), or one started from Python."""
+    plan = preflight.plan(cfg)
+    run = build(cfg, plan)
+    where = "hydra.sweep.dir" if record.in_multirun() else "hydra.run.dir"
+    preflight.check_free_space(cfg, plan.tokenizer.vocab_size, cfg.paths.output_dir, where)
+    return Ready(plan, run)
+
+
+def train(cfg: DictConfig, ready: Ready | None = None) -> float:
+    """Train as configured; return the best validation loss (what sweepers minimise).
+
+    ready: the run as the command line planned and built it (check_before_hydra), else built here."""
     started = time.time()
-    plan = checked.pop(OmegaConf.to_yaml(cfg), None)
-    if plan is None:  # a sweep job (the command line checked only its point), or a run started from Python
-        plan = preflight.plan(cfg)
-        where = "hydra.sweep.dir" if record.in_multirun() else "hydra.run.dir"
-        preflight.check_free_space(cfg, plan.tokenizer.vocab_size, cfg.paths.output_dir, where)
+    plan, (datamodule, lit, trainer) = ready if ready is not None else plan_and_build(cfg)
     if not record.in_multirun():
         meeting.meet(cfg)  # torchrun's ranks: started alike? (before Lightning forms the process group)
-    datamodule, lit, trainer = build(cfg, plan)
     interrupt = next(c for c in trainer.callbacks if isinstance(c, GracefulInterrupt))
     num_parameters = count_parameters(lit.model)
     run_dir = Path(cfg.paths.output_dir)
@@ -433,14 +446,9 @@ def quoted(key: str, value: str | Path) -> str:
     return f"{key}='{text}'"
 
 
-# The plan of the command line's own config, made before Hydra starts, for train() to take over
-# instead of planning again; keyed by that config, so any other (a sweep job's, one composed in
-# Python) is planned by train() itself.
-checked: dict[str, preflight.Plan] = {}
-
-
-def check_before_hydra(cfg: DictConfig, argv: list[str]) -> None:
-    """Refuse a bad single run before Hydra creates its directory: nothing is written."""
+def check_before_hydra(cfg: DictConfig, argv: list[str]) -> Ready:
+    """Plan and build a single run before Hydra creates its directory, refusing bad input with nothing
+    written; cfg's paths.output_dir is the run's real directory (src/run/cli.py's job_config)."""
     if any(a.startswith("hydra.job.chdir=") and a.split("=", 1)[1].lower() == "true" for a in argv):
         raise ConfigError(
             "hydra.job.chdir=true would run the training inside its run directory, where relative paths "
@@ -453,7 +461,8 @@ def check_before_hydra(cfg: DictConfig, argv: list[str]) -> None:
         rundir.check_not_in_use(run_dirs[-1])
         if not cfg.overwrite:
             check_rerun(Path(run_dirs[-1]), cfg)
-    plan = checked[OmegaConf.to_yaml(cfg)] = preflight.plan(cfg)
+    plan = preflight.plan(cfg)
+    run = build(cfg, plan)
     if run_dirs:
         preflight.check_free_space(cfg, plan.tokenizer.vocab_size, run_dirs[-1], "hydra.run.dir")
     else:  # Hydra names the run's folder under paths.log_dir when it starts
@@ -462,14 +471,15 @@ def check_before_hydra(cfg: DictConfig, argv: list[str]) -> None:
         rundir.take_run_dir(run_dirs[-1])
         if cfg.overwrite:  # the old run's files go, now that the directory is held
             check_rerun(Path(run_dirs[-1]), cfg)
+    return Ready(plan, run)
 
 
-def task(cfg: DictConfig) -> float | None:
+def task(cfg: DictConfig, ready: Ready | None = None) -> float | None:
     if record.in_multirun():
         from src.sweeps.job import run_job  # a sweep's job: skipped, resumed or contained as a sweep needs
 
         return run_job(cfg, train)
-    return train(cfg)
+    return train(cfg, ready)
 
 
 def check_sweep_job(cfg: DictConfig, point: list[str]) -> None:

@@ -19,13 +19,16 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 import hydra
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override, OverrideType
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
-from omegaconf import DictConfig, OmegaConf
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 from tqdm import tqdm
 
@@ -114,6 +117,67 @@ def compose(config_name: str, overrides: list[str]) -> DictConfig:
     """The config a command line would give, without running anything (hydra.* keys unavailable)."""
     with composer(config_name) as compose_one:
         return compose_one(overrides)
+
+
+class Composed(NamedTuple):
+    """A single run's command line composed once, as Hydra runs it: cfg.hydra holds Hydra's own keys."""
+
+    cfg: DictConfig
+    loader: Any  # Hydra's ConfigLoader, which its run_job asks for
+
+
+def compose_run(config_name: str, overrides: list[str]) -> Composed:
+    """The config Hydra would run a command line with, its `hydra` node included (hydra.run.dir, the
+    job's logging, the callbacks): composed here once, then run by run_composed, not composed again."""
+    os.environ.setdefault("PROJECT_ROOT", str(PROJECT_ROOT))
+    register(config_name)
+    with hydra.initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3", job_name=config_name):
+        loader = GlobalHydra.instance().config_loader()
+        return Composed(hydra.compose(config_name, overrides, return_hydra_config=True), loader)
+
+
+def job_config(cfg: DictConfig) -> DictConfig:
+    """Fix a single run's directory now, as Hydra's run_job would (hydra.run.dir with its ${now:...}, or
+    its torchrun/SLURM folder: src/run/rundir.py), and return the job's config (without `hydra`), whose
+    paths.output_dir names that folder: checks and parts meet the real run directory before it exists.
+
+    Sets HydraConfig, as run_job does before the task (command() restores it)."""
+    with read_write(cfg.hydra), open_dict(cfg.hydra):
+        if cfg.hydra.mode is None:
+            cfg.hydra.mode = RunMode.RUN
+    HydraConfig.instance().set_config(cfg)
+    run_dir = str(OmegaConf.select(cfg, "hydra.run.dir"))
+    with read_write(cfg.hydra.run), read_write(cfg.hydra.runtime), open_dict(cfg.hydra.runtime):
+        cfg.hydra.run.dir = run_dir  # run_job reads this folder, not ${now:...} again
+        cfg.hydra.runtime.output_dir = os.path.abspath(run_dir)
+    HydraConfig.instance().set_config(cfg)
+    job = copy.deepcopy(cfg)
+    with read_write(job), open_dict(job):
+        del job["hydra"]
+    return job
+
+
+def run_composed(config_name: str, composed: Composed, task: Callable[[DictConfig], Any]) -> Any:
+    """Run task as Hydra's own run of one job does (hydra/_internal/hydra.py, Hydra.run: its callbacks,
+    then run_job: the run directory made, .hydra/ saved, the job's logging, the task), on the config
+    composed for the checks, so that it is not composed again."""
+    from hydra._internal.callbacks import Callbacks
+    from hydra._internal.utils import run_and_report
+    from hydra.core.utils import configure_log, run_job
+    from hydra.types import HydraContext
+
+    cfg = composed.cfg
+
+    def run() -> Any:
+        configure_log(cfg.hydra.hydra_logging, cfg.hydra.verbose)
+        callbacks = Callbacks(cfg)
+        callbacks.on_run_start(config=cfg, config_name=config_name)
+        context = HydraContext(config_loader=composed.loader, callbacks=callbacks)
+        ret = run_job(task, cfg, job_dir_key="hydra.run.dir", job_subdir_key=None, hydra_context=context)
+        callbacks.on_run_end(config=cfg, config_name=config_name, job_return=ret)
+        return ret.return_value  # the task's exception, raised here as Hydra raises it
+
+    return run_and_report(run)
 
 
 def options(group: str) -> list[str]:
@@ -251,7 +315,7 @@ def point_composer(config_name: str) -> Iterator[Callable[[list[str]], DictConfi
         yield compose_point
 
 
-Check = Callable[[DictConfig, list[str]], None]
+Check = Callable[[DictConfig, list[str]], Any]
 
 
 def check_sweeper_keys(overrides: list[str]) -> None:
@@ -286,50 +350,60 @@ def is_multirun(argv: list[str]) -> bool:
     return any(a in ("-m", "--multirun") or a.startswith(("hparams_search=", "hydra.mode=MULTIRUN")) for a in argv)
 
 
+class Checked(NamedTuple):
+    """A single run's command line, composed once and checked: Hydra's config, and what check returned."""
+
+    composed: Composed
+    prepared: Any
+
+
 def check_command_line(
     config_name: str, argv: list[str], check: Check | None, check_sweep: Check | None = None
-) -> None:
+) -> Checked | None:
     """Compose what argv asks for and run the command's check, exiting with one line if refused.
 
-    A multirun composes every point (each bad one named) and runs check_sweep(cfg, point) on it; the rest of a
-    point's values are its job's to check, so that a bad point fails alone. A refusal every point shares (a
-    misspelt key) is said once.
+    A single run is composed once, with its run directory resolved (job_config): check(cfg, argv) may
+    prepare the run there (train builds its parts), and returns what the task is handed. A multirun
+    composes every point (each bad one named) and runs check_sweep(cfg, point) on it; the rest of a
+    point's values are its job's to check, so that a bad point fails alone. A refusal every point
+    shares (a misspelt key) is said once. None then: Hydra composes and runs it.
     """
     overrides = [a for a in argv if not a.startswith("-")]
     check_sweeper_keys(overrides)
-    if is_multirun(argv):
-        failed: list[tuple[int, list[str], Exception]] = []
+    if not is_multirun(argv):
         try:
-            points = sweep_points(overrides)
-        except HydraException as err:  # `model.num_heads=1,2,`: as a single run's typo is said
+            check_choices(overrides)
+            composed = compose_run(config_name, overrides)
+        except HydraException as err:
             fail(explain(err, config_name, overrides))
-        with point_composer(config_name) as compose_point:
-            for number, point in enumerate(points):
-                try:
-                    check_choices(point)
-                    cfg = compose_point(point)
-                    if check_sweep is not None:
-                        check_sweep(cfg, point)
-                except (HydraException, *USER_ERRORS) as err:
-                    failed.append((number, point, err))
-        # Explained once Hydra is free again: explain() may compose a neighbouring config.
-        said = [explain(e, config_name, p) if isinstance(e, HydraException) else one_line(e) for _, p, e in failed]
-        if len(points) > 1 and len(failed) == len(points) and len(set(said)) == 1:
-            fail(said[0])  # every point refused alike: the command line's error, not a job's
-        refused = [f"job {n} ({' '.join(point)}): {why}" for (n, point, _), why in zip(failed, said, strict=True)]
-        if refused:
-            print("\n".join(f"error: {line}" for line in refused), file=sys.stderr)
-            sys.exit(2)
-        return
+        except ValueError as err:  # Hydra's own, e.g. a config group set to null
+            fail(null_group(overrides) or one_line(err))
+        if composed.cfg.hydra.mode != RunMode.MULTIRUN:  # an experiment's config may set it
+            cfg = job_config(composed.cfg)
+            return Checked(composed, check(cfg, argv) if check is not None else None)
+    failed: list[tuple[int, list[str], Exception]] = []
     try:
-        check_choices(overrides)
-        cfg = compose(config_name, overrides)
-    except HydraException as err:
+        points = sweep_points(overrides)
+    except HydraException as err:  # `model.num_heads=1,2,`: as a single run's typo is said
         fail(explain(err, config_name, overrides))
-    except ValueError as err:  # Hydra's own, e.g. a config group set to null
-        fail(null_group(overrides) or one_line(err))
-    if check is not None:
-        check(cfg, argv)
+    with point_composer(config_name) as compose_point:
+        for number, point in enumerate(points):
+            try:
+                check_choices(point)
+                cfg = compose_point(point)
+                if check_sweep is not None:
+                    check_sweep(cfg, point)
+            except (HydraException, *USER_ERRORS) as err:
+                failed.append((number, point, err))
+    # Explained once Hydra is free again: explain() may compose a neighbouring config.
+    said = [explain(e, config_name, p) if isinstance(e, HydraException) else one_line(e) for _, p, e in failed]
+    if len(points) > 1 and len(failed) == len(points) and len(set(said)) == 1:
+        fail(said[0])  # every point refused alike: the command line's error, not a job's
+    refused = [f"job {n} ({' '.join(point)}): {why}" for (n, point, _), why in zip(failed, said, strict=True)]
+    if refused:
+        print("\n".join(f"error: {line}" for line in refused), file=sys.stderr)
+        sys.exit(2)
+    return None
 
 
 def escape_unencodable() -> None:
@@ -374,23 +448,32 @@ def command(
     """Run task(cfg) as a Hydra command reading conf/<config_name>.yaml, with one-line errors.
 
     check(cfg, argv) may refuse a single run, check_sweep(cfg, point) each point of a multirun, before
-    Hydra creates a run directory.
+    Hydra creates a run directory. A single run's config is composed once: what check returns for it
+    (train: the run's parts, built) is handed to the task as task(cfg, prepared), and Hydra's run_job
+    runs it on that config (run_composed). --help, --cfg, HYDRA_FULL_ERROR=1 and multiruns go through
+    hydra.main, which composes again; the task then gets task(cfg).
     """
     os.environ.setdefault("PROJECT_ROOT", str(PROJECT_ROOT))
     full_errors = os.environ.get("HYDRA_FULL_ERROR") == "1"
     escape_unencodable()
+    checked: Checked | None = None
 
     def guarded(cfg: DictConfig) -> Any:
         with one_line_errors(full_errors):
-            return task(cfg)
+            return task(cfg) if checked is None or checked.prepared is None else task(cfg, checked.prepared)
 
     sys.argv[1:] = search_space_as_overrides(sys.argv[1:])  # Hydra reads the command line from sys.argv
     argv = sys.argv[1:]
+    outside = HydraConfig.instance().cfg  # job_config sets it for the run; given back after (tests run main())
     try:
         with one_line_errors(full_errors):
             if not full_errors and not any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
-                check_command_line(config_name, argv, check, check_sweep)  # not for --help, --cfg job: nothing runs
+                checked = check_command_line(config_name, argv, check, check_sweep)  # not --help, --cfg: nothing runs
+            if checked is not None:
+                return run_composed(config_name, checked.composed, guarded)
             register(config_name)
             return hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name=config_name)(guarded)()
     except KeyboardInterrupt:  # before training started
         fail("interrupted before training started: nothing was saved", status=130)
+    finally:
+        HydraConfig.instance().cfg = outside

@@ -1,18 +1,17 @@
 """Everything a training run checks before it starts, so that bad input is refused up front.
 
 `plan(cfg)` reads a composed train config against what it will meet (its values, the text, the
-checkpoint it resumes, the prompts of its samples), then constructs every part the run is made
-of (DataModule, callbacks, logger, Trainer: constructors only, nothing is trained or written), so
-each class refuses its own bad keys here, in one line naming the key. It returns what the run
-takes from that reading. The command line calls it before Hydra creates the run directory, so a
-refused run has written nothing, and train() builds the run from that plan; train() plans a
-config itself only when the command line did not (sweep jobs, runs started from Python), so
-every run is checked the same way.
+checkpoint it resumes, the prompts of its samples) and returns what the run takes from that
+reading. The parts the run is made of (DataModule, callbacks, logger, Trainer) are built once, by
+`part()`, which says what a class refuses in one line naming the key; their constructors train
+and write nothing. The command line plans and builds before Hydra creates the run directory (its
+folder already resolved), so a refused run has written nothing, and hands the built run to train();
+train() plans and builds itself only a config the command line did not (sweep jobs, runs started
+from Python), so every run is checked the same way.
 """
 
 from __future__ import annotations
 
-import copy
 import errno
 import importlib
 import inspect
@@ -31,8 +30,7 @@ import lightning as L
 import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
-from omegaconf import DictConfig, ListConfig, open_dict
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import DictConfig, ListConfig
 
 from src.data.corpus import first_line, resolve_corpus
 from src.data.datamodule import require_two_characters, split_lengths
@@ -260,57 +258,48 @@ def named_key(spec: DictConfig, message: str) -> str | None:
     return next((k for test in tests for k in keys if test(k)), None)
 
 
-def build_callbacks(cfg: DictConfig, prompts: dict[str, str], progress_bar: bool | None) -> list[L.Callback]:
+def build_callbacks(cfg: DictConfig, prompts: dict[str, str], progress_bar: bool) -> list[L.Callback]:
     """The configured callbacks (prompts resolved against the text): the progress bar when it is
-    shown, else plain progress lines; None: every one of them (the pre-check)."""
+    shown, else plain progress lines. The one not shown is constructed too, and left out, so that
+    its keys are refused whichever the terminal is."""
     callbacks = []
     for name, spec in cfg.callbacks.items():
-        shown = progress_bar if progress_bar is not None else name in ("progress_bar", "progress_log")
-        if spec is None or (name == "progress_bar" and not shown) or (name == "progress_log" and progress_bar):
+        if spec is None:
             continue
         extra = {"prompt": prompts[name]} if name in prompts else {}
-        callbacks.append(part(f"callbacks.{name}", spec, **extra))
+        callback = part(f"callbacks.{name}", spec, **extra)
+        if not (name == "progress_bar" and not progress_bar) and not (name == "progress_log" and progress_bar):
+            callbacks.append(callback)
     return callbacks
 
 
 def build_trainer(cfg: DictConfig, callbacks: list[L.Callback], logger: Any, progress_bar: bool) -> L.Trainer:
-    return part(
-        "trainer",
-        cfg.trainer,
-        callbacks=callbacks,
-        logger=logger,
-        enable_progress_bar=progress_bar,
-        plugins=[AtomicCheckpointIO()],
-    )
+    """The Trainer, without Lightning's "GPU available: ..." lines (built before Hydra's logging is set)."""
+    quiet = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    level = quiet.level
+    quiet.setLevel(max(level, logging.WARNING))
+    try:
+        return part(
+            "trainer",
+            cfg.trainer,
+            callbacks=callbacks,
+            logger=logger,
+            enable_progress_bar=progress_bar,
+            plugins=[AtomicCheckpointIO()],
+        )
+    finally:
+        quiet.setLevel(level)
+
+
+def build_logger(cfg: DictConfig, version: str) -> Any:
+    """The configured logger, its run named `version` (a sweep job's overrides); False for ~logger,
+    where Lightning would otherwise add its own."""
+    return part("logger", cfg.logger, version=version) if cfg.logger is not None else False
 
 
 def build_datamodule(cfg: DictConfig, tokenizer: CharTokenizer, corpus: EncodedCorpus | None = None) -> Any:
     """The DataModule, handed the one window length there is (the model's) and what the plan read."""
     return part("data", cfg.data, context_window=cfg.model.context_window, tokenizer=tokenizer, corpus=corpus)
-
-
-def check_parts(cfg: DictConfig, tokenizer: CharTokenizer, corpus: EncodedCorpus, prompts: dict[str, str]) -> None:
-    """Construct every part of the run (nothing is trained, nothing is written): each refuses its own keys.
-
-    Before Hydra starts, paths.output_dir (Hydra's run directory) is not known yet; the parts are
-    then given a stand-in path, which their constructors only store.
-    """
-    try:
-        str(cfg.paths.output_dir)
-    except OmegaConfBaseException:
-        cfg = copy.deepcopy(cfg)
-        with open_dict(cfg):
-            cfg.paths.output_dir = str(Path(cfg.paths.log_dir) / "run-not-yet-created")
-    build_datamodule(cfg, tokenizer, corpus)
-    callbacks = build_callbacks(cfg, prompts, progress_bar=None)
-    logger = part("logger", cfg.logger) if cfg.logger is not None else False
-    quiet = logging.getLogger("lightning.pytorch.utilities.rank_zero")  # "GPU available: ..." before the run
-    level = quiet.level
-    quiet.setLevel(logging.WARNING)
-    try:
-        build_trainer(cfg, callbacks, logger, progress_bar=True)
-    finally:
-        quiet.setLevel(level)
 
 
 def plan(cfg: DictConfig) -> Plan:
@@ -339,7 +328,6 @@ def plan(cfg: DictConfig) -> Plan:
     prompts = resolve_prompts(cfg, tokenizer, opening(corpus.source))
     if tokenizer.vocab != corpus.vocab:  # a checkpoint's larger vocabulary: the text encoded with its ids
         corpus = open_corpus(corpus.source, cfg.data.cache_dir, tokenizer.vocab)
-    check_parts(cfg, tokenizer, corpus, prompts)
     return Plan(tokenizer, resume, prompts, corpus)
 
 

@@ -294,17 +294,16 @@ def test_any_value_of_any_key_is_accepted_or_refused_in_one_line_naming_the_key(
         named = key.lstrip("+").removesuffix("._target_")
         assert "\n" not in message and (named in message or "cannot parse" in message), message
         return
+    from src.train import build
+
     try:
-        plan = preflight.plan(cfg)
+        datamodule, module, trainer = build(cfg, preflight.plan(cfg))  # as the command line plans and builds it
     except ValueError as err:
         message = one_line(err)  # as the command prints it: error: <one line>
         assert "\n" not in message and key.lstrip("+").rsplit(".", 1)[-1] in message, message
         assert not run.exists()
         return
     assert not run.exists()
-    from src.train import build
-
-    datamodule, module, trainer = build(cfg, plan)  # as train() builds it
     if trainer.world_size > 1:  # Lightning would start this very pytest again as the other ranks
         return  # several processes train for real in tests/run/test_scaling.py
     # Without the TensorBoard sample and maps (the pre-check checked their values): a sample of
