@@ -165,6 +165,7 @@ def run(args: Any, workdir: Path) -> dict[str, Any]:
             equal_runs.append(whole_run.ours(workdir, nanogpt.ROOT, [*steps_override, *equal_validation()]))
             print(f", ours validating nanoGPT's tokens {equal_runs[-1]['wall_s']:.1f} s", end="", flush=True)
         if args.nanogpt:
+            nanogpt.prepare_nanogpt_data(args.nanogpt)  # --budget whole alone runs no step variant that prepares it
             nano_args = [*nanogpt.NANOGPT_ARGS, f"--max_iters={WHOLE_RUN_STEPS}"]
             nano_runs.append(whole_run.nanogpt(args.nanogpt, workdir, nano_args))
             print(f", nanoGPT {nano_runs[-1]['wall_s']:.1f} s", end="")
