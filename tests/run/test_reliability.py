@@ -19,13 +19,14 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from omegaconf import DictConfig, OmegaConf
 
 from src.run import preflight, rundir
-from src.run.cli import compose, dotted_keys, explain
+from src.run.cli import compose, compose_run, dotted_keys, explain, job_config
 from src.run.config import ConfigError
 from src.run.rules import one_line
 from src.training.checkpoint import read_checkpoint
@@ -380,7 +381,9 @@ def test_a_run_directory_is_locked_before_hydra_writes_into_it(tmp_path, monkeyp
 
     run = tmp_path / "run"
     first = tiny_training(tmp_path, f"hydra.run.dir={run}")
-    train_module.check_before_hydra(compose("train", first), first)  # the first run, about to start Hydra
+    outside = HydraConfig.instance().cfg
+    train_module.check_before_hydra(job_config(compose_run("train", first).cfg), first)  # about to start Hydra
+    HydraConfig.instance().cfg = outside
     try:
         monkeypatch.setattr(sys, "argv", ["python -m src.train", *first, "seed=7"])
         with pytest.raises(SystemExit) as refused:
