@@ -25,12 +25,12 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from benchmarks.step_compile import VOCAB, Steps  # VOCAB: Tiny Shakespeare's 65 characters
 from src.compare import welch
 from src.model import build_model
 from src.run.cli import compose
@@ -51,7 +51,6 @@ SWITCHES: dict[str, list[str]] = {
     "bf16": ["trainer.precision=bf16-mixed"],  # not a model switch: the CPU's bfloat16 matmuls under autocast
 }
 SIZES: dict[str, list[str]] = {"default": [], "speedrun": ["experiment=cpu_speedrun"]}
-VOCAB = 65  # Tiny Shakespeare's characters: the step's time hardly depends on it
 QUIET = [  # nothing but training and one validation at the end
     "trainer.num_sanity_val_steps=0",
     "callbacks.head_scores=null",
@@ -76,37 +75,21 @@ def finish(proc: subprocess.Popen, run_dir: Path) -> dict:
     return json.loads((run_dir / "result.json").read_text())
 
 
-class Stepper:
+def steps_of(cfg: DictConfig) -> Steps:
     """One configuration's training step (forward, cross-entropy, backward, clipping, optimizer) on
-    one fixed batch, as the run takes it (bfloat16 autocast under bf16-mixed), a few at a time."""
-
-    def __init__(self, cfg: DictConfig):
-        torch.manual_seed(0)
-        self.model = build_model(OmegaConf.to_container(cfg.model, resolve=True), VOCAB)
-        self.optimizer = build_optimizer(self.model, OmegaConf.to_container(cfg.optimizer, resolve=True))
-        shape = (cfg.data.batch_size, cfg.model.context_window)
-        self.x, self.y = torch.randint(0, VOCAB, shape), torch.randint(0, VOCAB, shape)
-        bf16 = str(cfg.trainer.precision).startswith("bf16")
-        self.autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
-        self.seconds: list[float] = []
-
-    def take(self, steps: int) -> None:
-        for _ in range(steps):
-            start = time.perf_counter()
-            with self.autocast():
-                _, loss = self.model(self.x, self.y)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-            self.seconds.append(time.perf_counter() - start)
+    one fixed batch, as the run takes it (bfloat16 autocast under bf16-mixed)."""
+    torch.manual_seed(0)
+    model = build_model(OmegaConf.to_container(cfg.model, resolve=True), VOCAB)
+    optimizer = build_optimizer(model, OmegaConf.to_container(cfg.optimizer, resolve=True))
+    bf16 = str(cfg.trainer.precision).startswith("bf16")
+    return Steps(model, cfg.model.context_window, optimizer, cfg.data.batch_size, bf16)
 
 
 def step_seconds(base: list[str], args: argparse.Namespace) -> dict[str, float]:
     """The median training step of each configuration, in this process, configurations taking turns
     (the order reversed every turn), so a change in the machine's speed reaches all of them alike."""
     torch.set_num_threads(args.threads)
-    steppers = {name: Stepper(compose("train", [*base, *SWITCHES[name]])) for name in args.switches}
+    steppers = {name: steps_of(compose("train", [*base, *SWITCHES[name]])) for name in args.switches}
     for stepper in steppers.values():
         stepper.take(5)  # warm-up, not counted
         stepper.seconds.clear()
@@ -177,7 +160,8 @@ def main() -> None:
     summary = {"args": {**vars(args), "out": str(args.out)}, "step_ms": {k: 1000 * v for k, v in medians.items()}}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "ablation.json").write_text(json.dumps({**summary, "runs": rows}, indent=1))
-    print(table({**summary, "runs": rows}))
+    if rows:
+        print(table({**summary, "runs": rows}))
 
 
 if __name__ == "__main__":

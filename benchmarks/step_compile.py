@@ -35,20 +35,26 @@ def _nanogpt_model(nanogpt: Path, layers: int, heads: int, dims: int, block: int
     return GPT(config)
 
 
-class _Steps:
-    """A model's training steps on one fixed batch, taken a few at a time, so that two models alternate."""
+class Steps:
+    """A model's training steps on one fixed batch, taken a few at a time, so that models alternate.
 
-    def __init__(self, model: torch.nn.Module, block: int):
+    AdamW unless an optimizer is given; `bf16` runs forward and loss under bfloat16 autocast, as
+    `trainer.precision=bf16-mixed` does (benchmarks/ablation.py times every switch with it)."""
+
+    def __init__(
+        self, model: torch.nn.Module, block: int, optimizer: Any = None, batch: int = BATCH, bf16: bool = False
+    ):
         torch.manual_seed(0)
-        self.model = model
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
-        self.x, self.y = torch.randint(0, VOCAB, (BATCH, block)), torch.randint(0, VOCAB, (BATCH, block))
+        self.model, self.bf16 = model, bf16
+        self.optimizer = optimizer or torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+        self.x, self.y = torch.randint(0, VOCAB, (batch, block)), torch.randint(0, VOCAB, (batch, block))
         self.seconds: list[float] = []
 
     def take(self, steps: int) -> None:
         for _ in range(steps):
             start = time.perf_counter()
-            _, loss = self.model(self.x, self.y)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+                _, loss = self.model(self.x, self.y)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
             self.optimizer.step()
@@ -59,7 +65,7 @@ class _Steps:
         return {"first_step_s": self.seconds[0], "median_ms": statistics.median(self.seconds[WARMUP:]) * 1000}
 
 
-def _alternating(steppers: list[_Steps], steps: int, blocks: int = 10) -> None:
+def _alternating(steppers: list[Steps], steps: int, blocks: int = 10) -> None:
     """`steps` steps of each, in `blocks` turns whose order flips every turn: machine noise hits both."""
     for turn in range(blocks):
         for stepper in steppers if turn % 2 == 0 else steppers[::-1]:
@@ -70,10 +76,10 @@ def run(args: Any) -> dict[str, Any]:
     results = {}
     for name, (layers, heads, dims, block) in SIZES.items():
         options = dict(num_layers=layers, num_heads=heads, embedding_dim=dims, context_window=block)
-        ours = _Steps(build_model(dict(kind="gpt", positional="learned", fused=True, **options), VOCAB), block)
+        ours = Steps(build_model(dict(kind="gpt", positional="learned", fused=True, **options), VOCAB), block)
         eager = [ours]
         if args.nanogpt:
-            theirs = _Steps(_nanogpt_model(args.nanogpt, layers, heads, dims, block), block)
+            theirs = Steps(_nanogpt_model(args.nanogpt, layers, heads, dims, block), block)
             eager.append(theirs)
         _alternating(eager, args.steps)
         row = {"ours_eager": ours.result()}
@@ -81,7 +87,7 @@ def run(args: Any) -> dict[str, Any]:
             row["nanogpt_eager"] = theirs.result()
         compiled = build_model(dict(kind="gpt", positional="learned", fused=True, **options), VOCAB)
         compiled.compile()  # what compile=true does: the training forward only
-        compiled_steps = _Steps(compiled, block)
+        compiled_steps = Steps(compiled, block)
         compiled_steps.take(args.steps)
         row["ours_compiled"] = compiled_steps.result()
         results[name] = row
