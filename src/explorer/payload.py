@@ -91,7 +91,9 @@ def file_text(path: str | Path, chars: int) -> tuple[str, str]:
 
 def run_history(run_dir: Path) -> dict[str, Any] | None:
     """The val/train loss curves and the text samples of the run's TensorBoard events, if they are there."""
-    found = sorted((run_dir / "tensorboard").rglob("events.out.tfevents.*"))  # a sweep job's sit one level down
+    # The run's own events are the shallowest (a sweep job's sit one level down); the runs TensorBoard
+    # draws beside them (best, head_<h>) sit in folders below.
+    found = sorted((run_dir / "tensorboard").rglob("events.out.tfevents.*"), key=lambda path: (len(path.parts), path))
     if not found:
         return None
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # only when events exist
