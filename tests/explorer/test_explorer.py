@@ -13,6 +13,7 @@ from src.model.generation import next_token_distribution
 from src.training.checkpoint import load_trained
 from tests.explorer.browser import chromium, open_page, write_checkpoint
 from tests.helpers import run_cli
+from tests.model.tiny_models import ALL_SWITCHES
 
 ASCII = sorted(set("First Citizen:\nBefore we proceed any further, hear me speak.\n"))
 CJK_EMOJI = list("ab \n春夏秋冬山水😀🎉")
@@ -51,13 +52,7 @@ MODELS = {
         "embedding_dim": 16,
         "num_heads": 4,
         "num_layers": 2,
-        "positional": "rope",
-        "norm": "rms",
-        "activation": "swiglu",
-        "qk_norm": True,
-        "num_kv_heads": 2,
-        "logit_softcap": 3.0,
-        "value_embeddings": True,
+        **ALL_SWITCHES,
     },
     "gpt-relu2-mqa-rms-without-gain": {
         "kind": "gpt",

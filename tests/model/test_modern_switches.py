@@ -14,7 +14,7 @@ from src.model.attention import MultiHeadAttention, causal_mask, softmax
 from src.model.generation import generate
 from src.model.layers import MLP, RMSNorm, relu2, silu, softcap
 from src.model.rotary import Rotary
-from tests.model.tiny_models import VOCAB, tiny_model
+from tests.model.tiny_models import ALL_SWITCHES, VOCAB, tiny_model
 
 # Every switch alone, then all at once; the seed model takes those that fit one attention layer.
 SWITCHES = {
@@ -28,15 +28,7 @@ SWITCHES = {
     "mqa": {"num_kv_heads": 1},
     "softcap": {"logit_softcap": 2.0},
     "value-embeddings": {"value_embeddings": True},
-    "all": {
-        "positional": "rope",
-        "norm": "rms",
-        "activation": "swiglu",
-        "qk_norm": True,
-        "num_kv_heads": 2,
-        "logit_softcap": 3.0,
-        "value_embeddings": True,
-    },
+    "all": ALL_SWITCHES,
 }
 SEED_OPTIONS = {"positional", "norm", "qk_norm", "num_kv_heads", "logit_softcap"}
 CASES = [("gpt", name) for name in SWITCHES] + [  # (kind, switch)

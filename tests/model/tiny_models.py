@@ -5,6 +5,16 @@ import torch
 from src.model import GPT, GPTConfig, SeedGPT, SeedGPTConfig
 
 VOCAB = 11
+# Today's switches (issue 33) all on at once, in the model tests and the explorer's parity tests.
+ALL_SWITCHES = {
+    "positional": "rope",
+    "norm": "rms",
+    "activation": "swiglu",
+    "qk_norm": True,
+    "num_kv_heads": 2,
+    "logit_softcap": 3.0,
+    "value_embeddings": True,
+}
 
 
 def tiny_model(kind: str, fused: bool = False, **overrides) -> torch.nn.Module:
