@@ -8,8 +8,9 @@ Each rule raises InvalidModelConfig (a ValueError): one line naming the key and 
 
 from __future__ import annotations
 
+import difflib
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 
@@ -24,10 +25,25 @@ def refuse(key: str, value: Any, must: str, fix: str = "", error: Error = Invali
     raise error(f"{key} must be {must}, got {value!r}" + (f": {fix}" if fix else ""))
 
 
-def unknown_key(key: str, owner: str, options: Iterable[str], error: Error = InvalidModelConfig) -> NoReturn:
-    """The one refusal of a key that nothing reads (`+model.foo=1`), for the model, the optimizer, the
-    config's own keys and the classes a config instantiates (Hydra's misspelt keys: src/run/cli.py)."""
-    raise error(f"{key} is not an option of {owner}: remove it; its options are {', '.join(options)}")
+def unknown_key_message(key: str, owner: str, options: Sequence[str], elsewhere: Sequence[str] = ()) -> str:
+    """The one wording of "nothing reads this key", for every command and every place a key is checked:
+    the model, the optimizer, the config's own keys, a class a config instantiates, and Hydra's
+    misspelt keys (src/run/cli.py passes every key of the config as `elsewhere`). A near spelling
+    among the owner's options, or the same last name elsewhere (data.context_window), is offered."""
+    parent, _, name = key.rpartition(".")
+    own = [f"{parent}.{o}" if parent else str(o) for o in difflib.get_close_matches(name, options, n=1, cutoff=0.8)]
+    others = [k for k in elsewhere if k.rpartition(".")[0] != parent]  # a misspelt parent: modle.num_heads
+    close = own or difflib.get_close_matches(key, others, n=1, cutoff=0.85)
+    close = close or [k for k in others if k.rpartition(".")[2] == name][:1]  # data.context_window
+    hint = f"did you mean {close[0]}? " if close else ""
+    if not options:
+        return f"unknown config key '{key}': {hint or 'check its spelling'}".rstrip()
+    return f"unknown config key '{key}': {hint}{owner} has: {', '.join(str(o) for o in options)}"
+
+
+def unknown_key(key: str, owner: str, options: Sequence[str], error: Error = InvalidModelConfig) -> NoReturn:
+    """Refuse a key that nothing reads (`+model.foo=1`), in the one wording above."""
+    raise error(unknown_key_message(key, owner, options))
 
 
 def is_int(value: Any) -> bool:

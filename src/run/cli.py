@@ -10,7 +10,6 @@ an unparsable value, or a config the command's own check refuses, ends with noth
 from __future__ import annotations
 
 import copy
-import difflib
 import itertools
 import logging
 import os
@@ -32,6 +31,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 from tqdm import tqdm
 
+from src.model import checks
 from src.run import meeting, rundir  # noqa: F401  (registers the resolvers of the run's folder before any composing)
 from src.run.config import register
 from src.run.help import help_text
@@ -219,15 +219,10 @@ def unknown_key(key: str, config_name: str, overrides: list[str]) -> str:
     try:
         root = compose(config_name, rest)
     except HydraException:
-        return f"unknown config key '{key}': check its spelling"
-    keys = dotted_keys(root)
-    close = difflib.get_close_matches(key, keys, n=1, cutoff=0.85)
-    close = close or [k for k in keys if k.rpartition(".")[2] == key.rpartition(".")[2]][:1]  # data.context_window
-    hint = f"did you mean {close[0]}? " if close else ""
+        return checks.unknown_key_message(key, "", [])
     node = OmegaConf.select(root, parent) if parent else root
-    if not isinstance(node, DictConfig):
-        return f"unknown config key '{key}': {hint or 'check its spelling'}".rstrip()
-    return f"unknown config key '{key}': {hint}{parent or 'the config'} has: {', '.join(str(k) for k in node)}"
+    options = [str(k) for k in node] if isinstance(node, DictConfig) else []
+    return checks.unknown_key_message(key, parent or "the config", options, dotted_keys(root))
 
 
 def explain(err: HydraException, config_name: str, overrides: list[str]) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from src.model import checks
@@ -38,7 +38,7 @@ def refuse(key: str, value: Any, must: str, fix: str = "") -> NoReturn:
     checks.refuse(key, value, must, fix, ConfigError)
 
 
-def unknown_key(key: str, owner: str, options: Iterable[str]) -> NoReturn:
+def unknown_key(key: str, owner: str, options: Sequence[str]) -> NoReturn:
     checks.unknown_key(key, owner, options, ConfigError)
 
 

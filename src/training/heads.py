@@ -52,7 +52,7 @@ import torch
 from torch import Tensor
 
 from src.model.head_scores import KINDS, MEASURES, THRESHOLD, HeadScores, measure_heads, repeated_probe
-from src.run.rules import non_negative_int, positive_int
+from src.run.rules import ConfigError, non_negative_int, of_type, positive_int
 from src.training.callbacks import validates_step_zero
 from src.training.gpt_module import log_at_step
 from src.training.tensorboard import TensorBoard
@@ -137,6 +137,10 @@ class TrackHeads(L.Callback):
         positive_int("callbacks.head_scores.probe_batch", probe_batch)
         positive_int("callbacks.head_scores.text_windows", text_windows)
         non_negative_int("callbacks.head_scores.seed", seed)
+        of_type("callbacks.head_scores.path", path, (str, Path))
+        if not str(path).strip() or Path(path).is_dir():
+            key = "callbacks.head_scores.path"
+            raise ConfigError(f"{key} must name a file, got {str(path)!r}: e.g. RUN_DIR/head_scores.json")
         self.prompt, self.path = prompt, Path(path)
         self.probe_batch, self.text_windows, self.seed = probe_batch, text_windows, seed
         self.probe: Tensor | None = None
