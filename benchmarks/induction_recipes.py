@@ -40,6 +40,7 @@ def main() -> None:
     p.add_argument("--mlp", type=int, default=0)
     p.add_argument("--pos", default="learned")
     p.add_argument("--bias", type=int, default=0)
+    p.add_argument("--smear", type=int, default=0)  # model.smeared_keys
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--wd", type=float, default=0.0)
     p.add_argument("--warmup", type=int, default=100)
@@ -85,6 +86,7 @@ def main() -> None:
         positional=a.pos,
         fused=True,
         bias=bool(a.bias),
+        smeared_keys=bool(a.smear),
     )
     model = GPT(cfg)
     decay = [p_ for n_, p_ in model.named_parameters() if p_.dim() >= 2]
@@ -135,13 +137,13 @@ def main() -> None:
                 f"L{layer}:" + "/".join(f"{max(r[n][layer]):.2f}" for n in NS) for layer in range(a.layers)
             )
             prev = " ".join(f"{max(r['prev'][layer]):.2f}" for layer in range(a.layers))
-            # the best last-layer head, its score per n
-            last = a.layers - 1
-            h = max(range(a.heads), key=lambda h_: min(r[n][last][h_] for n in NS))
+            # the head whose worst score over the lengths n is best: >= 0.5 makes it a true induction head
+            heads = [(layer, h_) for layer in range(a.layers) for h_ in range(a.heads)]
+            L, h = max(heads, key=lambda lh: min(r[n][lh[0]][lh[1]] for n in NS))
             print(
                 f"{a.name} s{step:5d} t{time.time() - t0:5.0f} loss {ml:.3f} icl {r['icl']:+.2f} "
                 f"ind[n={NS}] {layer_ind} "
-                f"| L{last}H{h} min-over-n {min(r[n][last][h] for n in NS):.2f} | prev {prev}",
+                f"| L{L}H{h} min-over-n {min(r[n][L][h] for n in NS):.2f} | prev {prev}",
                 flush=True,
             )
         if step == a.steps:

@@ -20,7 +20,8 @@ approximated; the differences are bookkeeping:
 The character tokenizer becomes a `tokenizers` WordLevel model over single characters, which
 PreTrainedTokenizerFast loads. The seed model (one attention layer, no residual stream, no MLP,
 optionally no W_O) has no GPT-2 equivalent and is refused, as is every option of NOT_IN_GPT2
-(RoPE, RMSNorm, other activations, Q/K norm, a logit cap, value embeddings) and shared K/V heads.
+(RoPE, RMSNorm, other activations, Q/K norm, a logit cap, value embeddings, smeared keys) and shared
+K/V heads.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ NOT_IN_GPT2 = (
     ("qk_norm", (False,), "GPT-2 does not normalise Q and K"),
     ("logit_softcap", (None,), "GPT-2's logits are not capped"),
     ("value_embeddings", (False,), "GPT-2's values read only the residual stream"),
+    ("smeared_keys", (False,), "GPT-2's key at position j is that position's alone, not mixed with j-1's"),
 )
 
 

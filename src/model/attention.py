@@ -18,6 +18,8 @@ Three of today's changes sit in MultiHeadAttention, each off by default:
                            scores stay bounded (|q . k| / sqrt(d_k) <= sqrt(d_k) times the gains)
     rotary                 Q, K rotated by their positions (src/model/rotary.py)
     value embedding        V = X W_V + E_V[token]: a per-layer table added to the values
+    smeared keys           k'_j = sigmoid(alpha_h) k_j + (1 - sigmoid(alpha_h)) k_{j-1}, k'_0 = k_0:
+                           each key also carries the previous position's key (smear_keys, below)
 """
 
 from __future__ import annotations
@@ -75,6 +77,21 @@ def scaled_dot_product_attention(
         weights = F.dropout(weights, p=dropout)
     context = weights @ V  # (..., T_q, d_v)
     return context, weights
+
+
+def smear_keys(K: Tensor, alpha: Tensor) -> Tensor:
+    """Smeared keys (Olsson et al. 2022, "In-context learning and induction heads"):
+
+        k'_j = sigmoid(alpha_h) k_j + (1 - sigmoid(alpha_h)) k_{j-1},   k'_0 = k_0
+
+    one learned scalar alpha_h per key head. A query that matches the previous position's part
+    of k'_j finds the position whose predecessor equals its own token, so one attention layer can
+    be an induction head without a previous-token head below it. Mixing keys j and j-1 looks
+    only backwards, so the causal mask still holds. K: (B, k, T, d_head), alpha: (k,).
+    """
+    s = torch.sigmoid(alpha).view(1, -1, 1, 1)  # (1, k, 1, 1), in (0, 1)
+    K_before = torch.cat([K[:, :, :1], K[:, :, :-1]], dim=2)  # k_{j-1}; k_{-1} := k_0 gives k'_0 = k_0
+    return s * K + (1 - s) * K_before  # (B, k, T, d_head)
 
 
 def attention_without_parameters(X: Tensor, causal: bool = True) -> tuple[Tensor, Tensor]:
@@ -146,6 +163,7 @@ class MultiHeadAttention(nn.Module):
         num_kv_heads: int | None = None,
         qk_norm: bool = False,
         rotary: Rotary | None = None,
+        smeared_keys: bool = False,
     ):
         super().__init__()
         heads_divide(d_model, num_heads)
@@ -167,6 +185,8 @@ class MultiHeadAttention(nn.Module):
         self.q_norm = RMSNorm(self.d_head, fused=fused) if qk_norm else None
         self.k_norm = RMSNorm(self.d_head, fused=fused) if qk_norm else None
         self.rotary = rotary  # shared by the layers; its tables are buffers, not parameters
+        # alpha_h of the smeared keys, one per key head; 0 starts each key as half its own, half its predecessor's.
+        self.smear = nn.Parameter(torch.zeros(num_kv_heads)) if smeared_keys else None
 
     def split_heads(self, X: Tensor, num_heads: int | None = None) -> Tensor:
         """(B, T, n * d_head) -> (B, n, T, d_head); n = num_heads unless given."""
@@ -212,6 +232,8 @@ class MultiHeadAttention(nn.Module):
             Q, K = self.rotary(Q, start), self.rotary(K, start)
         if cache is not None:
             K, V = cache.update(layer, K, V)  # (B, k, start + T, d_head): the cache keeps k heads
+        if self.smear is not None:  # after the cache, which keeps the unsmeared keys k_j, and after RoPE
+            K = smear_keys(K, self.smear)  # (B, k, T_k, d_head)
         T, T_k = Q.shape[2], K.shape[2]
 
         dropout = self.dropout if self.training else 0.0

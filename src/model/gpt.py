@@ -17,6 +17,8 @@ off by default, and each is written beside its formula where it acts:
                                                                                attention.py
     model.logit_softcap=c       logits = c tanh(z / c)                         softcap in layers.py
     model.value_embeddings=true V = X W_V + E_V[tokens], one table E_V per layer (Block, below)
+    model.smeared_keys=true     k'_j = sigmoid(alpha_h) k_j + (1 - sigmoid(alpha_h)) k_{j-1}
+                                (Olsson et al. 2022: one layer can be an induction head)  attention.py
 
 mlp_ratio=0 leaves the MLP out: an attention-only transformer, X_l = X_{l-1} + Attention(LN(X_{l-1})),
 the classic setting in which induction heads are studied (docs/heads.md).
@@ -71,6 +73,7 @@ class GPTConfig:
     num_kv_heads: int | None = None  # k heads of K and V shared by the query heads (GQA; 1 = MQA); null = num_heads
     logit_softcap: float | None = None  # c: logits = c tanh(z / c); null = no cap
     value_embeddings: bool = False  # V = X W_V + E_V[tokens], a table E_V per layer
+    smeared_keys: bool = False  # k'_j = sigmoid(a_h) k_j + (1 - sigmoid(a_h)) k_{j-1}, a learned a_h per head
 
     def __post_init__(self) -> None:
         positive_int("vocab_size", self.vocab_size)
@@ -107,6 +110,7 @@ class Block(nn.Module):
             num_kv_heads=cfg.num_kv_heads,
             qk_norm=cfg.qk_norm,
             rotary=rotary,
+            smeared_keys=cfg.smeared_keys,
         )
         self.residual_dropout = nn.Dropout(cfg.dropout)
         self.mlp = None  # mlp_ratio 0, attention-only: no MLP and no norm before it

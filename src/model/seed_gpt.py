@@ -21,7 +21,8 @@ with AdamW at an ordinary rate; `experiment=notes_recipe` switches all four to t
 
 The switches of today's models that apply to one attention layer work here too, as in the GPT
 (src/model/gpt.py): positional=rope, norm=rms (ln_affine then decides its gain), qk_norm,
-num_kv_heads and logit_softcap. It has no MLP, so no activation.
+num_kv_heads, logit_softcap and smeared_keys (with which this one layer can be an induction head).
+It has no MLP, so no activation, and no residual stream, so no value embeddings.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class SeedGPTConfig:
     qk_norm: bool = False
     num_kv_heads: int | None = None
     logit_softcap: float | None = None
+    smeared_keys: bool = False  # k'_j = sigmoid(a_h) k_j + (1 - sigmoid(a_h)) k_{j-1}, a learned a_h per head
 
     def __post_init__(self) -> None:
         positive_int("vocab_size", self.vocab_size)
@@ -92,6 +94,7 @@ class SeedGPT(CausalLanguageModel):
             num_kv_heads=cfg.num_kv_heads,
             qk_norm=cfg.qk_norm,
             rotary=rotary,
+            smeared_keys=cfg.smeared_keys,
         )
         self.W_out = nn.Parameter(torch.randn(d, cfg.vocab_size) * 0.02)
         self.b_out = nn.Parameter(torch.zeros(cfg.vocab_size))

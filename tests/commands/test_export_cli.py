@@ -168,3 +168,13 @@ def test_bad_input_is_refused_in_one_line_with_nothing_written(run: Path, tmp_pa
     refused(export(seed_run, "transformerlens", out), "model=seed", "format=transformerlens")
     assert not out.exists() and not list(tmp_path.glob(".*partial*"))
     shutil.rmtree(seed_run)
+
+    smeared_run = tmp_path / "smeared"  # GPT-2 has no place for the smeared keys' alpha_h
+    smeared = [s for s in seed if s != "model=seed" and not s.startswith("hydra.run.dir")]
+    smeared += ["model.smeared_keys=true", "model.num_layers=1", f"hydra.run.dir={smeared_run}"]
+    trained = run_cli_offline("train", *smeared)
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    refused(export(smeared_run, "hf", out), "model.smeared_keys=True cannot be exported as format=hf")
+    refused(export(smeared_run, "transformerlens", out), "model.smeared_keys=True", "format=transformerlens")
+    assert not out.exists()
+    assert export(smeared_run, "safetensors", out).returncode == 0  # its own format holds it

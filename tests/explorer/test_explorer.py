@@ -76,6 +76,7 @@ MODELS = {
         "qk_norm": True,
         "num_kv_heads": 1,
         "logit_softcap": 2.0,
+        "smeared_keys": True,
     },
 }
 
@@ -302,7 +303,7 @@ def test_attention_and_lens_views_follow_the_mouse_and_the_text(tmp_path, browse
 
 def test_a_model_trained_with_every_switch_equals_pytorch(tmp_path, browser):
     """Issue 33: weights trained with RoPE, RMSNorm, SwiGLU, QK-norm, GQA, the soft-cap and value
-    embeddings (40 AdamW steps on the page's text), not drawn: the page still equals PyTorch."""
+    embeddings and smeared keys (40 AdamW steps on the page's text), not drawn: the page still equals PyTorch."""
     from src.data.tokenizer import CharTokenizer
     from src.model import build_model
 

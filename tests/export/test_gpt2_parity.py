@@ -134,6 +134,7 @@ def test_gpt2_holds_an_attention_only_model_and_norms_without_gain(tmp_path: Pat
         ("qk_norm", True),
         ("logit_softcap", 30.0),
         ("value_embeddings", True),
+        ("smeared_keys", True),
         ("num_kv_heads", 2),
     ],
 )

@@ -1,5 +1,5 @@
 """Today's switches (RoPE, RMSNorm, ReLU²/SwiGLU, QK-norm, GQA, logit soft-capping, value
-embeddings): each formula against an independent reference, plain == fused, the KV cache, refusals."""
+embeddings, smeared keys): each formula against an independent reference, plain == fused, the KV cache, refusals."""
 
 from __future__ import annotations
 
@@ -28,9 +28,10 @@ SWITCHES = {
     "mqa": {"num_kv_heads": 1},
     "softcap": {"logit_softcap": 2.0},
     "value-embeddings": {"value_embeddings": True},
+    "smeared-keys": {"smeared_keys": True},
     "all": ALL_SWITCHES,
 }
-SEED_OPTIONS = {"positional", "norm", "qk_norm", "num_kv_heads", "logit_softcap"}
+SEED_OPTIONS = {"positional", "norm", "qk_norm", "num_kv_heads", "logit_softcap", "smeared_keys"}
 CASES = [("gpt", name) for name in SWITCHES] + [  # (kind, switch)
     ("seed", name) for name, switch in SWITCHES.items() if set(switch) <= SEED_OPTIONS
 ]
@@ -225,6 +226,51 @@ def test_value_embeddings_add_a_token_table_to_v():
     assert not torch.allclose(before, after)
 
 
+@pytest.mark.parametrize("num_kv_heads", [4, 2])
+def test_smeared_keys_mix_each_key_with_the_one_before_it(num_kv_heads):
+    """k'_j = sigmoid(alpha_h) k_j + (1 - sigmoid(alpha_h)) k_{j-1}, k'_0 = k_0, written head by head
+    and position by position; with GQA each shared key head has its own alpha."""
+    torch.manual_seed(0)
+    d, h, T = 16, 4, 7
+    attention = MultiHeadAttention(d, h, num_kv_heads=num_kv_heads, smeared_keys=True)
+    assert attention.smear.shape == (num_kv_heads,)
+    with torch.no_grad():
+        attention.smear.copy_(torch.randn(num_kv_heads) * 2)
+    X = torch.randn(2, T, d)
+    d_head, group = d // h, h // num_kv_heads
+    Q, K, V = X @ attention.W_Q, X @ attention.W_K, X @ attention.W_V
+    mask = causal_mask(T)[0, 0]
+    contexts = []
+    for i in range(h):
+        j = i // group  # the shared key/value head
+        s = float(torch.sigmoid(attention.smear.detach()[j]))  # sigmoid(alpha_j)
+        k = K[..., j * d_head : (j + 1) * d_head]
+        smeared = torch.stack([k[:, 0]] + [s * k[:, t] + (1 - s) * k[:, t - 1] for t in range(1, T)], dim=1)
+        q, v = Q[..., i * d_head : (i + 1) * d_head], V[..., j * d_head : (j + 1) * d_head]
+        weights = softmax((q @ smeared.transpose(-2, -1) / math.sqrt(d_head)).masked_fill(mask, float("-inf")))
+        contexts.append(weights @ v)
+    expected = torch.cat(contexts, dim=-1) @ attention.W_O
+    torch.testing.assert_close(attention(X)[0], expected, atol=1e-6, rtol=0)
+    attention.fused = True
+    torch.testing.assert_close(attention(X)[0], expected, atol=1e-6, rtol=0)
+
+
+def test_smeared_keys_with_sigmoid_alpha_one_are_todays_keys(kind):
+    """alpha = 40: sigmoid(alpha) is 1.0 in float32, so each key is its own and the model is today's."""
+    today, smeared = tiny_model(kind), tiny_model(kind, smeared_keys=True)
+    state = smeared.state_dict()
+    smear = [name for name in state if name.endswith("smear")]
+    assert len(smear) == (1 if kind == "seed" else 2)  # one (h,) vector of alpha_h per layer
+    today_state = {name: p for name, p in state.items() if name not in smear}
+    today.load_state_dict(today_state)
+    idx = torch.randint(0, VOCAB, (2, today.context_window))
+    assert not torch.allclose(today(idx)[0], smeared(idx)[0])  # alpha = 0 at the start: half each
+    with torch.no_grad():
+        for name in smear:
+            state[name].fill_(40.0)
+    torch.testing.assert_close(today(idx)[0], smeared(idx)[0], atol=0, rtol=0)
+
+
 # ---------------------------------------------------------------------------- whole models
 
 
@@ -321,5 +367,7 @@ def test_todays_defaults_are_unchanged():
         None,
         False,
     )
+    assert cfg.smeared_keys is False
     seed = SeedGPTConfig(vocab_size=2)
     assert (seed.norm, seed.qk_norm, seed.num_kv_heads, seed.logit_softcap) == ("layer", False, None, None)
+    assert seed.smeared_keys is False

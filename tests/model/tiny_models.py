@@ -14,6 +14,7 @@ ALL_SWITCHES = {
     "num_kv_heads": 2,
     "logit_softcap": 3.0,
     "value_embeddings": True,
+    "smeared_keys": True,
 }
 
 

@@ -118,6 +118,7 @@ TRAIN_CASES = {
     "rope with odd heads": (["model.embedding_dim=30", "model.positional=rope"], r"rope rotates pairs.*head has 15"),
     "softcap 0": (["model.logit_softcap=0"], r"model.logit_softcap must be a positive number, or null"),
     "gqa with biases": (["model.num_kv_heads=1", "model.bias=true"], r"set model.bias=false or model.num_kv_heads="),
+    "smeared keys not a bool": (["model.smeared_keys=maybe"], r"^error: model.smeared_keys: Value 'maybe' is not a"),
     "muon adam_lr 0": (["optimizer=muon", "optimizer.adam_lr=0"], r"optimizer.adam_lr must be a positive finite"),
     "muon momentum 1": (["optimizer=muon", "optimizer.momentum=1"], r"optimizer.momentum must be in \[0, 1\) for Muon"),
     "muon ns_dtype": (["optimizer=muon", "optimizer.ns_dtype=float16"], r"optimizer.ns_dtype .*float32.*bfloat16"),

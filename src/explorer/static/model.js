@@ -261,10 +261,23 @@ function attentionHead(Qh, Kh, Vh, T, dK) {
   return { scores, weights, context };
 }
 
+/** Smeared keys (Olsson et al. 2022) of one key head Kh (T, d_k) with its learned scalar alpha:
+ *  k'_j = sigmoid(alpha) k_j + (1 - sigmoid(alpha)) k_{j-1}, and k'_0 = k_0. */
+function smearKeys(Kh, T, dK, alpha) {
+  const s = 1 / (1 + Math.exp(-alpha)); // sigmoid(alpha)
+  const out = new Float64Array(T * dK);
+  for (let j = 0; j < T; j++) {
+    const before = j > 0 ? j - 1 : 0; // k_{-1} := k_0 gives k'_0 = k_0
+    for (let k = 0; k < dK; k++) out[j * dK + k] = s * Kh[j * dK + k] + (1 - s) * Kh[before * dK + k];
+  }
+  return out;
+}
+
 /** Multi-head attention over X (T, d): Q = X W_Q, K = X W_K, V = X W_V, h heads, concatenated, times W_O.
  *  With GQA (num_kv_heads k < h) W_K and W_V give k heads, and query head h reads head floor(h / (h/k));
  *  qk_norm: RMSNorm of each head's q and k; RoPE: q and k rotated by position; value embeddings:
- *  V = X W_V + E_V[token]. Returns Q, K, V as the h query heads use them, (T, d) each. */
+ *  V = X W_V + E_V[token]; smeared keys: each key head's k_j mixed with k_{j-1} after RoPE.
+ *  Returns Q, K, V as the h query heads use them, (T, d) each. */
 function multiHeadAttention(model, prefix, X, T, ids) {
   const { d, numHeads } = model;
   const dK = d / numHeads;
@@ -283,13 +296,16 @@ function multiHeadAttention(model, prefix, X, T, ids) {
     if (model.config.qk_norm) out = rmsNorm(out, T, dK, gain);
     return model.config.positional === "rope" ? rotate(out, T, dK) : out;
   };
+  const smear = model.weight(prefix + "smear"); // (k,): alpha_h of the smeared keys, or absent
   const heads = [];
   const used = { Q: new Float64Array(T * d), K: new Float64Array(T * d), V: new Float64Array(T * d) };
   const concat = new Float64Array(T * d); // the heads side by side: (T, h * d_k) = (T, d)
   const place = (into, A, h) => { for (let t = 0; t < T; t++) into.set(A.subarray(t * dK, (t + 1) * dK), t * d + h * dK); };
   for (let h = 0; h < numHeads; h++) {
     const shared = Math.floor(h / (numHeads / kvHeads)); // the key/value head this query head reads
-    const [Qh, Kh, Vh] = [prepare(Q, d, h, qGain), prepare(K, dKV, shared, kGain), headSlice(V, T, dKV, shared, dK)];
+    const [Qh, Vh] = [prepare(Q, d, h, qGain), headSlice(V, T, dKV, shared, dK)];
+    const Kraw = prepare(K, dKV, shared, kGain);
+    const Kh = smear ? smearKeys(Kraw, T, dK, smear[shared]) : Kraw; // after RoPE, as the model smears
     const head = attentionHead(Qh, Kh, Vh, T, dK);
     heads.push(head);
     place(used.Q, Qh, h);

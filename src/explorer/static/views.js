@@ -489,6 +489,7 @@ function blockWords() {
     kv ? `${kv} head${kv > 1 ? "s" : ""} of K and V shared by the ${model.numHeads} query heads` : "",
     c.qk_norm ? "each head's Q and K RMS-normalised" : "",
     c.positional === "rope" ? "Q and K rotated by their position (RoPE)" : "",
+    c.smeared_keys ? "each key smeared with the one before: k′ⱼ = σ(α) kⱼ + (1 − σ(α)) kⱼ₋₁" : "",
   ].filter(Boolean).join("; ");
   const readout = (seed ? "context W_out + b_out" : `${norm}_f, then W_vocab`) + (c.logit_softcap ? `, capped: c · tanh(z / c), c = ${c.logit_softcap}` : "");
   return { seed, norm, normFormula, act, b2: b(2), mlpSteps, qkv, readout, hasMLP: !seed && c.mlp_ratio > 0 };
