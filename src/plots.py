@@ -122,8 +122,8 @@ KIND_SHORT = {"previous_token": "prev", "duplicate_token": "dup", "induction": "
 class HeadsFigure:
     """Heads at a glance: a layers x heads grid, each cell in its head's kind's colour, as deep as
     that score (white: no kind), with the kind and its score written in. Drawn with Pillow, not
-    matplotlib: it is drawn at every validation, and matplotlib's 40 ms a drawing was most of what
-    the head scores cost (docs/heads.md, "What it costs"); Pillow takes about 2 ms."""
+    matplotlib: it is drawn at every validation, and matplotlib's drawing was most of what the
+    head scores cost (docs/heads.md, "What it costs", has both times)."""
 
     CELL_W, CELL_H, LEFT, TOP, BOTTOM = 84, 44, 58, 22, 20  # pixels
 

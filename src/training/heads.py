@@ -89,8 +89,8 @@ def write_json(path: Path, content: dict[str, Any]) -> None:
     """Whole or not at all: a reader (the explorer, a resumed run) never sees half a file.
 
     json.dumps, not json.dump: dump streams through json's pure-Python encoder, dumps uses its C
-    one, 6x faster on the snapshots' maps (22 ms against 3.5 ms for one default snapshot), and the
-    file is written again, all of it, at every validation."""
+    one (docs/heads.md, "What it costs", has the times), and the file is written again, all of
+    it, at every validation."""
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(content, separators=(",", ":"))
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".head_scores-")

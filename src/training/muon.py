@@ -11,8 +11,9 @@ so the step moves every direction of the matrix by about the same amount, howeve
 gradient's spectrum. NewtonSchulz never computes an SVD: it scales U so its singular values are
 <= 1, then applies X <- a X + b (X X^T) X + c (X X^T)^2 X five times, an odd polynomial that
 acts on each singular value alone and drives it towards 1. In float32 by default; `ns_dtype`
-bfloat16 iterates as the reference code does on GPUs, ~4x faster on a CPU with bfloat16 matmul
-instructions (AVX512-BF16, as this project's benchmark machine has; BENCHMARKS.md, "Speedrun").
+bfloat16 iterates as the reference code does on GPUs, faster on a CPU with bfloat16 matmul
+instructions (AVX512-BF16, as this project's benchmark machine has; the factor is in BENCHMARKS.md,
+"Speedrun").
 
 Muon is for the hidden weight matrices only: the embeddings, the head, gains and biases follow
 AdamW, as in the reference implementations. One optimizer holds both kinds of group (a group
