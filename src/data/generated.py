@@ -4,8 +4,7 @@ repeated_strings: random strings of 8-16 lowercase letters, each written twice, 
 ("qhxkwbzaqhxkwbza" ...). The first copy of a string cannot be predicted; the second can, by
 copying: find the earlier occurrence of the current letter and predict the letter that followed
 it, which is what an induction head does, or attend a fixed distance back, which pays for the
-strings of that one length (docs/heads.md says which of the two `experiment=induction_heads`
-learns in its minutes: the second).
+strings of that one length (`experiment=induction_heads` learns the first: docs/heads.md).
 
 The text is written once into `<data dir>/generated/` (atomically) and is the same on every
 machine: Python's `random.Random(seed)` is stable across versions for these calls.
