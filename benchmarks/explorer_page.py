@@ -30,7 +30,7 @@ from omegaconf import OmegaConf
 from src.explorer.page import write_explorer
 from src.run.cli import compose
 from src.training.checkpoint import find_checkpoint, load_trained
-from tests.explorer.browser import chromium, open_page, write_checkpoint
+from tests.explorer.browser import chromium, open_page, show, write_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 LONG_TEXT = 20_000  # characters in the text box for the second keystroke timing
@@ -142,6 +142,7 @@ def screenshots(browser, page_file: Path, out: Path) -> list[Path]:
                 clip = {"x": 0, "y": 0, "width": width, "height": box["y"] + box["height"] + 10}
                 page.screenshot(path=str(path), clip=clip)
             else:
+                show(page, selector.removeprefix("#"))  # drawn from the page's state when in sight
                 page.locator(selector).screenshot(path=str(path))
             shots.append(path)
         assert opened.errors == [], opened.errors

@@ -70,6 +70,14 @@ def open_page(browser: Browser, path: Path, width: int = 1400, height: int = 100
     return opened
 
 
+def show(page: Page, *sections: str) -> None:
+    """Scroll each section (by id) into sight and wait until its view is drawn from the page's state of
+    now: a keystroke draws only the views in sight, a view below the fold when it is scrolled to."""
+    for section in sections:
+        page.locator(f"#{section}").scroll_into_view_if_needed()
+        page.wait_for_selector(f"#{section}:not([data-stale])", state="attached")
+
+
 def write_checkpoint(path: Path, model_config: dict[str, Any], vocab: list[str], spread: float = 0.0) -> None:
     """A checkpoint as training writes it, of a model with its initial weights plus N(0, spread^2) noise
     (the tests spread them so that distributions and attention are far from uniform), seeded."""

@@ -11,7 +11,7 @@ import torch
 from src.explorer.page import write_explorer
 from src.model.generation import next_token_distribution
 from src.training.checkpoint import load_trained
-from tests.explorer.browser import chromium, open_page, write_checkpoint
+from tests.explorer.browser import chromium, open_page, show, write_checkpoint
 from tests.helpers import run_cli
 from tests.model.tiny_models import ALL_SWITCHES
 
@@ -285,6 +285,7 @@ def test_attention_and_lens_views_follow_the_mouse_and_the_text(tmp_path, browse
     _, page_file = page_of(tmp_path, "gpt", ASCII)
     page = open_page(browser, page_file).page
     type_text(page, "Before we")
+    show(page, "attention-section")
     heads = page.locator("#att-heads canvas")
     assert heads.count() == 2 * 4  # every layer and head
     heads.nth(6).click()  # layer 1, head 2
@@ -296,6 +297,7 @@ def test_attention_and_lens_views_follow_the_mouse_and_the_text(tmp_path, browse
     assert 'position 2 ("f")' in page.inner_text("#att-caption")
     rows = page.locator("table.steps tr")
     assert rows.count() == 1 + 9 and "−∞" in rows.nth(1 + 5).inner_text()  # key 5 is in query 2's future
+    show(page, "lens-section")
     lens = page.locator("table.lens tr")
     assert lens.count() == 1 + 3  # a header, the embedding, two layers
     assert lens.nth(0).locator("th").count() == 1 + 9

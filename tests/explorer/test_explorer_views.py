@@ -11,7 +11,7 @@ import torch
 
 from src.explorer.page import write_explorer
 from src.training.checkpoint import load_trained
-from tests.explorer.browser import chromium, open_page, write_checkpoint
+from tests.explorer.browser import chromium, open_page, show, write_checkpoint
 
 VOCAB = sorted(set("First Citizen:\nBefore we proceed any further, hear me speak.\n"))
 GPT = {"kind": "gpt", "context_window": 16, "embedding_dim": 16, "num_heads": 4, "num_layers": 2}
@@ -56,9 +56,11 @@ def type_text(page, text: str) -> None:
 def test_an_empty_or_unknown_text_clears_the_attention_and_the_lens(gpt_page):
     _, page = gpt_page
     type_text(page, "First")
+    show(page, "attention-section", "lens-section")
     assert page.locator("#att-heads canvas").count() == 2 * 4 and page.locator("table.lens").count() == 1
     for text in ["", "€€"]:
         type_text(page, text)
+        show(page, "attention-section", "lens-section")
         assert page.locator("#att-heads canvas").count() == 0  # not the previous text's thumbnails
         assert page.locator("#att-text .ch").count() == 0 and page.locator("table.steps").count() == 0
         assert page.locator("table.lens").count() == 0
@@ -136,6 +138,9 @@ def test_play_keeps_its_button_in_place_and_the_strip_to_the_window(gpt_page):
     assert box[0] + box[1] >= box[2] - 1  # the text box follows the new text
 
 
+# The sections whose views a keystroke draws only when they are in sight.
+VIEW_SECTIONS = [f"{name}-section" for name in ("embed", "block", "attention", "heads", "qkv", "job", "lens")]
+
 # Inside a box that scrolls sideways (the lens, the steps table), a wide table is read by scrolling it.
 WIDE_OK = """e => { for (let p = e.parentElement; p; p = p.parentElement) {
   const o = getComputedStyle(p).overflowX; if (o === 'auto' || o === 'scroll') return true; } return false; }"""
@@ -148,6 +153,8 @@ def test_a_420_px_screen_has_nothing_wider_than_itself(tmp_path, browser, config
     page = opened.page
     type_text(page, LONG[:200])
     page.evaluate("window.scratchgpt.excerpt()")
+    page.evaluate("window.scratchgpt.headScores()")
+    show(page, *VIEW_SECTIONS)  # every view drawn from this text
     assert page.evaluate("document.documentElement.scrollWidth") <= 420
     too_wide = page.evaluate(
         f"""() => [...document.querySelectorAll('body *')].filter(e => !({WIDE_OK})(e))
@@ -182,6 +189,7 @@ def test_the_lens_is_readable_and_says_why_the_tied_embedding_row_predicts_its_i
     for page_file, is_tied in [(tied, True), (untied, False)]:
         page = open_page(browser, page_file).page
         type_text(page, "Before we proceed")
+        show(page, "lens-section")
         cells = page.eval_on_selector_all(
             ".lens-cell",
             """cs => cs.map(c => { const s = getComputedStyle(c), n = getComputedStyle(c.querySelector('small'));
@@ -211,6 +219,41 @@ def test_legends_disabled_buttons_the_value_component_and_the_dated_title(gpt_pa
     type_text(page, "First")
     page.click("#argmax")
     assert page.locator("#back").is_enabled()
+
+
+def lens_header(page) -> str:
+    return "".join(page.eval_on_selector_all("table.lens tr:first-child th.mono", "hs => hs.map(h => h.textContent)"))
+
+
+def next_frames(page) -> None:
+    page.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
+
+
+def test_a_view_below_the_fold_is_drawn_when_scrolled_to_and_only_when_its_inputs_changed(gpt_page):
+    """Issue 36: a keystroke draws the views in sight; the lens, below the fold, is drawn from the text of
+    the moment it comes into sight, and not again while nothing it shows has changed."""
+    _, page = gpt_page
+    type_text(page, "Before we")
+    assert page.locator("#lens-section").get_attribute("data-stale") == ""  # marked, not drawn
+    assert lens_header(page) != "Before␣we"  # still the opening text's
+    show(page, "lens-section")
+    assert lens_header(page) == "Before␣we"
+    page.evaluate("document.querySelector('table.lens').kept = true")
+    page.evaluate("window.scrollTo(0, 0)")  # away and back: nothing changed, nothing drawn
+    next_frames(page)
+    show(page, "lens-section")
+    assert page.evaluate("document.querySelector('table.lens').kept === true")
+    # In sight, it follows the keystroke at once (typed as the input event, without scrolling to the box).
+    typed = "(t) => { const b = document.getElementById('prompt'); b.value = t; b.dispatchEvent(new Event('input')); }"
+    page.evaluate(typed, "Before we p")
+    page.evaluate("window.scratchgpt.settled()")
+    assert lens_header(page) == "Before␣we␣p" and page.locator("#lens-section").get_attribute("data-stale") is None
+    # A character outside the vocabulary leaves the window, the forward pass and every view of it as they were.
+    page.evaluate("document.querySelector('table.lens').kept = true")
+    page.evaluate(typed, "Before we p€")
+    page.evaluate("window.scratchgpt.settled()")
+    assert page.evaluate("document.querySelector('table.lens').kept === true")
+    assert "not in the vocabulary" in page.inner_text("#window-note")
 
 
 # ---------------------------------------------------------------- the views inside the model, against PyTorch
@@ -325,6 +368,7 @@ def test_the_views_inside_the_model_equal_pytorch(tmp_path, browser, name):
                 assert close(page_layer[key], value), key
     # What the views print is those numbers: the block's last row, the Q/K/V view's score.
     type_text(page, "Before we proceed any further")
+    show(page, "block-section")
     expected = torch_internals(checkpoint, "Before we proceed any further")
     last = expected["layers"][0]["output"][-1]  # block 0 (the page opens there), the last position
     shown = page.locator("#flow .vec-row").last.locator(".vec-text").inner_text()
@@ -333,10 +377,12 @@ def test_the_views_inside_the_model_equal_pytorch(tmp_path, browser, name):
     layer = expected["layers"][0]
     d_k = layer["q"].shape[1] // INSIDE[name]["num_heads"]
     T = layer["q"].shape[0]
+    show(page, "qkv-section")
     page.select_option("#qkv-key", "3")
     q, k = layer["q"][T - 1, :d_k], layer["k"][3, :d_k]
     score = float(re.search(r"score (-?\d+\.\d+)", page.inner_text("#qkv")).group(1))
     assert score == pytest.approx((q @ k).item() / d_k**0.5, abs=6e-5)
+    show(page, "heads-section")
     assert page.locator("#heads-side canvas.side-map").count() == INSIDE[name]["num_heads"]
     assert opened.errors == []
 
@@ -364,6 +410,7 @@ def test_the_pages_head_scores_equal_pythons(tmp_path, browser, config):
     # A bare checkpoint (no head_scores.json beside it) says why there is no time-lapse.
     assert "kept no head scores" in opened.page.inner_text("#timelapse")
     assert opened.page.locator("#step-slider").is_disabled()
+    show(opened.page, "job-section")  # drawn with the scores when it comes into sight
     assert opened.page.locator("table.job td").count() == len(expected.kinds()) * config["num_heads"]
     opened.page.click("table.job td >> nth=1")  # layer 0, head 1: its map on the probe beside the one on your text
     assert opened.page.locator("#job-maps canvas").count() == 2

@@ -55,11 +55,14 @@ function windowOf(text) {
   return { tail, unknown: [...unknown], window: seen, ids: seen.map((ch) => index.get(ch)), cropped: knownTotal - seen.length };
 }
 
-/** The forward pass over a text's window, with the last position's distribution and logit lens. */
-function analyse(text) {
+/** The forward pass over a text's window, with the last position's distribution and logit lens.
+ *  Given the previous analysis of the same window (an edit before the window, a character outside the
+ *  vocabulary typed), its forward pass is reused: what the model reads did not change. */
+function analyse(text, previous = null) {
   const view = windowOf(text);
   const T = view.ids.length;
   if (T === 0) return { ...view, T, result: null };
+  if (previous && previous.result && previous.T === T && view.ids.every((id, t) => id === previous.ids[t])) return { ...previous, ...view };
   const result = forward(model, view.ids);
   const V = model.vocabSize;
   const logits = Float64Array.from(row(result.logits, T - 1, V));
@@ -105,16 +108,65 @@ function scheduleUpdate() {
 
 function update() {
   const start = performance.now();
-  current = analyse(state.text);
+  const previous = current, query = state.query;
+  current = analyse(state.text, previous);
   if (!state.pinned || state.query === null || state.query >= current.T) state.query = null;
   drawWindow();
   drawDistribution();
   drawPicked();
-  drawSelection();
-  drawLens();
-  if (headsNow && state.frame === headFrames().length - 1) drawHeadJob(); // its map on your text
   drawButtons();
-  $("timing").textContent = `every view drawn in ${(performance.now() - start).toFixed(0)} ms`;
+  if (!previous || current.result !== previous.result || state.query !== query) {
+    // the views of the model's numbers; those below the fold are drawn when scrolled to
+    drawSelection();
+    request("lens-section");
+    if (headsNow && state.frame === headFrames().length - 1) request("job-section"); // its map on your text
+  }
+  $("timing").textContent = `the views in sight drawn in ${(performance.now() - start).toFixed(0)} ms (the others when scrolled to)`;
+}
+
+// ---------------------------------------------------------------- views drawn when seen
+
+/** A keystroke draws the views in sight at once; a view below the fold is only marked stale (its
+ *  section gets data-stale) and is drawn from the state of that moment when any of it scrolls into
+ *  the viewport (an IntersectionObserver reports it), once: a view whose inputs did not change since
+ *  it was drawn is not drawn again, however often it is scrolled past. Until the observer's first
+ *  report every view counts as in sight, so the page opens with every view drawn. */
+const VIEWS = {
+  "embed-section": () => drawInsideView(["embed-picker", "embed"], () => { positionPicker($("embed-picker")); drawEmbedding(); }),
+  "block-section": () => drawInsideView(["flow-picker", "flow"], () => { positionPicker($("flow-picker")); drawFlow(); }),
+  "attention-section": () => drawAttention(),
+  "heads-section": () => drawInsideView(["heads-side"], drawHeadsSide),
+  "qkv-section": () => drawInsideView(["qkv"], drawQKV),
+  "lens-section": () => drawLens(),
+  "job-section": () => drawHeadJob(),
+};
+const inSight = new Set(Object.keys(VIEWS));
+
+/** Draw the views of these sections now if in sight, else when they come into sight. */
+function request(...sections) {
+  for (const id of sections) {
+    if (inSight.has(id)) drawView(id);
+    else $(id).setAttribute("data-stale", "");
+  }
+}
+
+function drawView(id) {
+  $(id).removeAttribute("data-stale");
+  VIEWS[id]();
+}
+
+function watchSight() {
+  const observer = new IntersectionObserver((entries) => {
+    for (const entry of entries) {
+      const id = entry.target.id;
+      if (!entry.isIntersecting) inSight.delete(id);
+      else {
+        inSight.add(id);
+        if (entry.target.hasAttribute("data-stale")) drawView(id);
+      }
+    }
+  });
+  for (const id of Object.keys(VIEWS)) observer.observe($(id));
 }
 
 // ---------------------------------------------------------------- your text and its window
@@ -402,7 +454,7 @@ function drawSteps(box, i) {
 
 /** What follows the selected layer, head and position: the attention view and the views inside the model. */
 function drawSelection() {
-  drawAttention();
+  request("attention-section");
   drawInside();
 }
 
@@ -507,19 +559,16 @@ function describeBlock() {
   $("lens-hint").textContent = `What the model would predict after each position if it stopped at that depth: the residual stream read out as the last layer is (${w.readout}). Each cell: the top character and its probability (%); an outline where it is the character that really follows.`;
 }
 
+/** The views inside the model: the embedding, the block, the heads side by side, Q, K and V. */
 function drawInside() {
-  const boxes = ["embed-picker", "embed", "flow-picker", "flow", "heads-side", "qkv"].map($);
-  boxes.forEach((b) => b.replaceChildren());
-  if (!current.result) {
-    for (const id of ["embed", "flow", "heads-side", "qkv"]) $(id).append(el("p", { class: "hint" }, "Type at least one character of the vocabulary."));
-    return;
-  }
-  positionPicker($("embed-picker"));
-  positionPicker($("flow-picker"));
-  drawEmbedding();
-  drawFlow();
-  drawHeadsSide();
-  drawQKV();
+  request("embed-section", "block-section", "heads-section", "qkv-section");
+}
+
+/** One of them: its boxes emptied, then drawn, or a hint where the text gives the model nothing. */
+function drawInsideView(boxes, draw) {
+  boxes.forEach((id) => $(id).replaceChildren());
+  if (current.result) draw();
+  else $(boxes[boxes.length - 1]).append(el("p", { class: "hint" }, "Type at least one character of the vocabulary."));
 }
 
 function drawEmbedding() {
@@ -685,7 +734,7 @@ function drawHeadsSide() {
   att.heads.forEach((head, h) => {
     const canvas = el("canvas", { class: "side-map" + (h === state.head ? " selected" : ""), title: `layer ${state.layer}, head ${h}: click to select` });
     drawMap(canvas, head.weights, T, i, seen, width);
-    canvas.addEventListener("click", () => { state.head = h; state.key = null; drawSelection(); });
+    canvas.addEventListener("click", () => { state.head = h; state.key = null; request("attention-section", "heads-section", "qkv-section"); });
     maps.append(el("figure", {}, canvas, el("figcaption", { class: "hint" }, `head ${h}`)));
   });
   const table = el("table", { class: "side-table" });
@@ -714,7 +763,7 @@ function drawQKV() {
   const col = (A, t, c) => A[t * d + h * dK + c];
   const select = el("select", { id: "qkv-key", "aria-label": "key" }, ...Array.from({ length: i + 1 }, (_, k) => el("option", { value: k }, `${k} ${glyph(seen[k])}  (weight ${fmt(weightsOf[k])})`)));
   select.value = j;
-  select.addEventListener("change", () => { state.key = Number(select.value); drawInside(); });
+  select.addEventListener("change", () => { state.key = Number(select.value); request("qkv-section"); });
   const table = el("table", { class: "qkv" });
   table.append(el("tr", {}, ...["c", `q_${i}[c]`, `k_${j}[c]`, "q[c] · k[c]", `v_${j}[c]`, `w · v_${j}[c]`].map((x) => el("th", {}, x))));
   const products = Array.from({ length: dK }, (_, c) => col(att.Q, i, c) * col(att.K, j, c));
@@ -819,7 +868,7 @@ function drawTimelapse() {
   const slider = el("input", { type: "range", id: "step-slider", min: 0, max: frames.length - 1, step: 1, "aria-label": "validation step" });
   slider.value = state.frame;
   slider.disabled = frames.length === 1;
-  slider.addEventListener("input", () => { state.frame = Number(slider.value); drawTimelapse(); drawHeadJob(); });
+  slider.addEventListener("input", () => { state.frame = Number(slider.value); drawTimelapse(); drawView("job-section"); });
   const frame = frames[state.frame];
   const label = frame
     ? `step ${frame.step}: validation ${state.frame + 1} of ${frames.length - 1} stored by the run` + (frame.val_loss !== null ? `, val loss ${frame.val_loss.toFixed(4)}` : "") + `, in-context ${fmt(frame.in_context)} (probe)` + (frame.in_context_text !== null && frame.in_context_text !== undefined ? `, ${fmt(frame.in_context_text)} (text)` : "")
@@ -849,7 +898,7 @@ function drawHeadJob() {
     table.append(el("tr", {}, el("th", {}, `layer ${l}`), ...Array.from({ length: H }, (_, h) => {
       const kind = data.kinds[l][h];
       const text = P.measures.map((m) => `${MEASURE_NAMES[m].padEnd(9)} ${fmt(data.scores[m][l][h], m === "attention_distance" ? 2 : 3)}`).join("\n");
-      return el("td", { class: l === sl && h === sh ? "selected" : "", style: kind ? `background:${KIND_COLOURS[kind]}` : "", title: `layer ${l}, head ${h}: click for its maps`, onclick: () => { state.jobHead = [l, h]; drawHeadJob(); } },
+      return el("td", { class: l === sl && h === sh ? "selected" : "", style: kind ? `background:${KIND_COLOURS[kind]}` : "", title: `layer ${l}, head ${h}: click for its maps`, onclick: () => { state.jobHead = [l, h]; drawView("job-section"); } },
         el("div", { class: "kind" }, kind ? KIND_NAMES[kind] : "no kind"), el("div", { class: "scores" }, text));
     })));
   }
@@ -1158,7 +1207,7 @@ window.scratchgpt = {
   timelapse: (k) => {
     state.frame = k;
     drawTimelapse();
-    drawHeadJob();
+    drawView("job-section");
     const frame = headFrames()[k];
     return frame ? { step: frame.step, scores: frame.scores, kinds: frame.kinds, in_context: frame.in_context, maps: frame.maps } : null;
   },
@@ -1177,6 +1226,7 @@ describeBlock();
 drawLegends();
 drawAbout();
 update();
+watchSight();
 window.scratchgpt.drawn = true; // every view but "Where it fails" and the heads' scores, computed in the background
 // ?report=<text>, on a page served over HTTP: post the next-character distribution for <text> back to
 // the server, for a browser that no test can drive (Firefox ESR: tests/explorer/test_firefox.py). A
@@ -1190,9 +1240,9 @@ if (reportText !== null && location.protocol.startsWith("http")) {
 }
 drawFailures();
 drawTimelapse();
-drawHeadJob();
+request("job-section");
 const headsScored = payload.heads
   ? Promise.resolve(excerptScores) // after the excerpt: one background job at a time
       .then(() => scoreHeads())
-      .then((scores) => { headsNow = scores; drawTimelapse(); drawHeadJob(); return scores; })
+      .then((scores) => { headsNow = scores; drawTimelapse(); request("job-section"); return scores; })
   : Promise.resolve(null);
