@@ -92,21 +92,29 @@ def file_text(path: str | Path, chars: int) -> tuple[str, str]:
 def run_history(run_dir: Path) -> dict[str, Any] | None:
     """The val/train loss curves and the text samples of the run's TensorBoard events, if they are there."""
     # The run's own events are the shallowest (a sweep job's sit one level down); the runs TensorBoard
-    # draws beside them (best, head_<h>) sit in folders below.
+    # draws beside them (val, best, head_<h>) sit in folders below. The val loss is the run `val`'s
+    # (src/training/tensorboard.py's VAL_RUN; runs before it kept it in their own events).
     found = sorted((run_dir / "tensorboard").rglob("events.out.tfevents.*"), key=lambda path: (len(path.parts), path))
     if not found:
         return None
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # only when events exist
 
     logging.getLogger("tensorboard").setLevel(logging.WARNING)  # not "No path found after ..." in the run's log
-    accumulator = EventAccumulator(str(found[0].parent), size_guidance={"scalars": 0, "tensors": 0})
-    accumulator.Reload()
+
+    def read(folder: Path) -> EventAccumulator:
+        accumulator = EventAccumulator(str(folder), size_guidance={"scalars": 0, "tensors": 0})
+        accumulator.Reload()
+        return accumulator
+
+    accumulator = read(found[0].parent)
+    val_run = found[0].parent / "val"
+    beside = read(val_run) if val_run.is_dir() else None
     tags = accumulator.Tags()
 
-    def curve(tag: str) -> list[list[float]]:
-        if tag not in tags["scalars"]:
+    def curve(tag: str, events: EventAccumulator | None = accumulator) -> list[list[float]]:
+        if events is None or tag not in events.Tags()["scalars"]:
             return []
-        points = {e.step: e.value for e in accumulator.Scalars(tag)}  # a resumed run may log a step twice
+        points = {e.step: e.value for e in events.Scalars(tag)}  # a resumed run may log a step twice
         return [[step, value] for step, value in sorted(points.items()) if math.isfinite(value)]
 
     samples = []
@@ -117,7 +125,7 @@ def run_history(run_dir: Path) -> dict[str, Any] | None:
                 samples.append([event.step, "\n".join(line.removeprefix("    ") for line in text.split("\n"))])
     # the tags src/training/tensorboard.py gives val/loss and train/loss (runs before it: val/loss, train/loss)
     return {
-        "val_loss": curve("loss/val") or curve("val/loss"),
+        "val_loss": curve("loss/val", beside) or curve("loss/val") or curve("val/loss"),
         "train_loss": curve("loss/train") or curve("train/loss"),
         "samples": sorted(samples),
     }

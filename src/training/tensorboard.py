@@ -8,8 +8,13 @@ the names the code and the progress bar use (`train/loss`, `val/loss`); the name
 here, on their way to the event files. A custom-scalars layout draws train and val loss on one
 chart (the CUSTOM SCALARS tab).
 
-TensorBoard colours a chart's lines by run, never by tag: every tag of one run is one colour.
-So the head scores (`score_<measure>/L<layer>H<head>` inside the project) go to a run per head
+TensorBoard colours a chart's lines by run, never by tag: every tag of one run is one colour,
+in the CUSTOM SCALARS tab too, whose multiline chart gives a run's tags one colour and tells
+them apart by a marker only (its series are `<tag> (<run>)`, coloured by the run's colour). So
+the val loss goes to the run `val` beside the run's events (VAL_RUN), as `loss/val`: the train
+and val loss chart draws train (the run's colour), val and the best so far in three colours,
+each named in its legend and in the runs list; the TIME SERIES tab keeps its charts `loss/train`
+and `loss/val`. So the head scores (`score_<measure>/L<layer>H<head>` inside the project) go to a run per head
 index, `head_<h>` beside the run's own events, as `score_<measure>/layer_<layer>`: each chart
 draws its heads in as many colours, named in the runs list, at the cost of H runs, not L x H
 (issue 32; src/training/heads.py).
@@ -55,6 +60,9 @@ ATTENTION_TAG = "maps/attention_layer_{layer}"
 # sets a chart's range without its lowest point, which on the val line alone is the last
 # validation, but here the lowest value is on both lines (issue 36, item 8).
 BEST_RUN = "best"
+# The val loss (`loss/val`) is a run of its own beside the run's events, so that the CUSTOM SCALARS
+# chart of train and val loss draws the two in two colours (TensorBoard colours by run, not by tag).
+VAL_RUN = "val"
 # The HPARAMS tab's metric columns: (tag, run beside the session's own ("": its own), column title).
 HPARAMS_METRICS = (
     ("loss/val", BEST_RUN, "best val loss"),
@@ -154,7 +162,7 @@ class TensorBoard(TensorBoardLogger):
         super().__init__(save_dir, name, version, log_graph, default_hp_metric, prefix, sub_dir)
         threading.excepthook = quiet_writer_thread
         self.layout = dict(LAYOUT)  # callbacks add their categories (src/training/heads.py) before it is written
-        self.writers: dict[str, Any] = {}  # the runs beside the run's own (best, head_<h>): made when first needed
+        self.writers: dict[str, Any] = {}  # the runs beside the run's own (val, best, head_<h>): made when first needed
 
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
@@ -167,6 +175,8 @@ class TensorBoard(TensorBoardLogger):
                 beside.append((run, tag, float(value)))
             elif name == "best_val_loss":
                 beside.append((BEST_RUN, TAGS["val/loss"], float(value)))
+            elif name == "val/loss":
+                beside.append((VAL_RUN, TAGS[name], float(value)))
             elif name != "epoch":
                 renamed[TAGS.get(name, name)] = value
         if renamed:
@@ -195,7 +205,8 @@ class TensorBoard(TensorBoardLogger):
 
     @rank_zero_only
     def log_layout(self) -> None:
-        """The CUSTOM SCALARS tab: train and val loss on one chart, and the callbacks' categories.
+        """The CUSTOM SCALARS tab: train and val loss on one chart (the run's own and VAL_RUN's: a colour
+        each), and the callbacks' categories.
 
         TensorBoard reads one layout per run, so it is written once, whole."""
         self.experiment.add_custom_scalars(self.layout)

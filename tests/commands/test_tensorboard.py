@@ -18,9 +18,10 @@ VALIDATIONS = [20, 40]  # the tiny run validates every 20 of its 40 steps
 LAYERS, HEADS = 2, 2
 
 
-def events(run_dir):
+def events(run_dir, run: str = ""):
+    """The run's own events, or those of the run `run` beside them (val, best, head_<h>)."""
     accumulator = EventAccumulator(
-        str(run_dir / "tensorboard"), size_guidance={"scalars": 0, "images": 0, "tensors": 0}
+        str(run_dir / "tensorboard" / run), size_guidance={"scalars": 0, "images": 0, "tensors": 0}
     )
     accumulator.Reload()
     return accumulator
@@ -32,17 +33,17 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 
 def test_the_first_group_on_screen_is_the_loss_and_both_curves_start_at_step_0(trained):
-    accumulator = events(trained[0])
+    accumulator, val = events(trained[0]), events(trained[0], "val")  # the val loss: a run (a colour) of its own
     tags = accumulator.Tags()
-    shown = set(tags["scalars"]) | set(tags["images"])
+    shown = set(tags["scalars"]) | set(tags["images"]) | set(val.Tags()["scalars"])
     assert min(tag.split("/")[0] for tag in shown) == "loss"  # TIME SERIES lists groups in code-point order
     assert {"loss/train", "loss/val", "train/lr", "train/grad_norm", "val/bpc", "val/acc"} <= shown
     assert "epoch" not in shown and "hp_metric" not in shown
     untrained = math.log(65)  # uniform over Tiny Shakespeare's 65 characters
-    for tag in ("loss/train", "loss/val"):
-        first = accumulator.Scalars(tag)[0]
+    for tag, run in (("loss/train", accumulator), ("loss/val", val)):
+        first = run.Scalars(tag)[0]
         assert first.step == 0 and first.value == pytest.approx(untrained, abs=0.3), tag
-    assert [s.step for s in accumulator.Scalars("loss/val")] == [0, *VALIDATIONS]
+    assert [s.step for s in val.Scalars("loss/val")] == [0, *VALIDATIONS]
     layout = layout_pb2.Layout.FromString(
         tensor_util.make_ndarray(accumulator.Tensors("custom_scalars__config__")[0].tensor_proto).item()
     )
@@ -51,8 +52,7 @@ def test_the_first_group_on_screen_is_the_loss_and_both_curves_start_at_step_0(t
 
 
 def test_the_best_val_loss_is_the_running_minimum_of_real_validations(trained):
-    accumulator = events(trained[0])
-    val = {s.step: s.value for s in accumulator.Scalars("loss/val")}
+    val = {s.step: s.value for s in events(trained[0], "val").Scalars("loss/val")}
     best = scalars(trained[0], "tensorboard/best")["loss/val"]  # the run `best`: a line in the loss/val chart
     assert [step for step, _ in best] == VALIDATIONS  # none at step 0: no checkpoint holds the untrained model
     for step, value in best:

@@ -1,11 +1,11 @@
-"""What the page carries of a run's head scores: every step's scores, and maps within a budget."""
+"""What the page carries of a run: every step's head scores, maps within a budget, its loss curves."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from src.explorer.payload import run_title, thin_maps
+from src.explorer.payload import run_history, run_title, thin_maps
 
 
 def snapshots(count: int, map_bytes: int) -> list[dict]:
@@ -25,3 +25,15 @@ def test_the_title_names_the_runs_date():
     assert run_title(Path("outputs/2026-11-24/23-28-30")) == "2026-11-24 23-28-30"
     assert run_title(Path("outputs/multirun/2026-11-24/23-28-30/3")) == "2026-11-24 23-28-30 job 3"
     assert run_title(Path("/tmp/elsewhere/run")) == "run"
+
+
+def test_the_history_reads_the_train_loss_from_the_runs_events_and_the_val_loss_from_its_val_run(tmp_path):
+    from src.training.tensorboard import TensorBoard
+
+    logger = TensorBoard(tmp_path)  # tmp_path/tensorboard, as a run writes it
+    for step in (0, 20):
+        logger.log_metrics({"train/loss": 4.5 - step / 20, "val/loss": 4.0 - step / 10, "best_val_loss": 3.0}, step)
+    logger.finalize("success")
+    history = run_history(tmp_path)
+    assert history["train_loss"] == [[0, 4.5], [20, 3.5]]
+    assert history["val_loss"] == [[0, 4.0], [20, 2.0]]  # the val run's, not the best so far (3.0)

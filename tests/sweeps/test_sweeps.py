@@ -44,7 +44,7 @@ def test_a_2x2_sweep_gives_four_jobs_a_summary_and_a_plot(tmp_path):
         runs = [p for p in (job / "tensorboard").iterdir() if p.is_dir()]
         assert len(runs) == 1 and list(runs[0].glob("events.out.tfevents.*"))
         names.add(frozenset(runs[0].name.split(",")))  # the order follows the command line
-        events = EventAccumulator(str(runs[0]))
+        events = EventAccumulator(str(runs[0] / "val"))  # the val loss: a run beside the job's events
         events.Reload()
         assert "loss/val" in events.Tags()["scalars"]
         assert (job / "checkpoints" / "best.ckpt").is_file() and (job / ".hydra" / "config.yaml").is_file()
@@ -108,7 +108,7 @@ def test_ddp_on_the_cpu_writes_one_run_directory(tmp_path):
     (run,) = list(day.iterdir())  # the second process wrote into the same directory
     assert len(list((run / "tensorboard").glob("events.out.tfevents.*"))) == 1
     assert (run / "checkpoints" / "last.ckpt").is_file()
-    events = EventAccumulator(str(run / "tensorboard"))
+    events = EventAccumulator(str(run / "tensorboard" / "val"))  # the val loss: a run beside the run's events
     events.Reload()
     logged = events.Scalars("loss/val")[-1].value
     evaluated = run_cli("evaluate", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}")
