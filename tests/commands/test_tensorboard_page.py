@@ -4,6 +4,7 @@ within 1280 px (issue 36, items 8, 9 and 12; issue 32). Screenshots of each tab 
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -103,10 +104,10 @@ def test_the_first_screen_shows_train_and_val_loss_and_the_val_loss_the_run_prin
         assert [card["title"] for card in cards(page)][:2] == ["loss/train", "loss/val"]  # the first row
         val = shown["loss/val"]
         assert val["top"] < HEIGHT / 2 and shown["loss/train"]["top"] == val["top"]  # side by side, on screen
-        # The table under the chart, unsmoothed (no Smoothed column): the run's line and the best so far
+        # The table under the chart, unsmoothed (no Smoothed column): the val run's line and the best so far
         runs = {row[0].rsplit("/", 1)[-1]: row[1:] for row in val["rows"]}
-        assert set(runs) == {"tensorboard", "best"}, val["rows"]
-        for value, step in (runs["tensorboard"][:2], runs["best"][:2]):
+        assert set(runs) == {"val", "best"}, val["rows"]
+        for value, step in (runs["val"][:2], runs["best"][:2]):
             assert float(value) == pytest.approx(last_val, abs=5e-5) and int(step) == last_step, val["rows"]
 
 
@@ -124,10 +125,11 @@ def test_every_head_of_a_layer_has_its_own_colour_in_one_chart(trained, browser,
             """() => [...document.querySelectorAll('.run-color-swatch')].map(
                 swatch => getComputedStyle(swatch).backgroundColor)"""
         )
-        assert len(colours) == 4 and len(set(colours)) == 4, colours  # the run, best and two heads: four colours
+        assert len(colours) == 5 and len(set(colours)) == 5, colours  # the run, val, best and two heads: five colours
 
 
-def test_custom_scalars_names_train_and_val_and_draws_a_colour_per_head(trained, browser, tmp_path):
+def test_custom_scalars_draws_train_val_and_the_best_in_three_colours_and_a_colour_per_head(trained, browser, tmp_path):
+    """Issue 36: the train and val loss chart drew both in one colour (the run's), markers apart."""
     run_dir, _ = trained
     with tensorboard(run_dir.parent) as url:
         page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
@@ -137,6 +139,16 @@ def test_custom_scalars_names_train_and_val_and_draws_a_colour_per_head(trained,
         page.wait_for_timeout(3_000)  # the lines draw after their data arrive
         page.screenshot(path=tmp_path / "custom_scalars.png")
         assert page.get_by_text("Matches (4)").count() >= 1  # induction: 2 layers x 2 heads, each a series
+        # The loss chart's legend ("Matches"): each series as "<tag> (<run>)", written in its line's colour
+        chart = page.locator("tf-custom-scalar-multi-line-chart-card", has_text="train and val loss")
+        entries = chart.locator(".match-list-entry")
+        entries.first.wait_for(state="attached")
+        colour = {}
+        for k in range(entries.count()):
+            tag, run = re.search(r"(loss/\w+) \((.+)\)", entries.nth(k).text_content()).groups()
+            colour[tag, run.rsplit("/", 1)[-1]] = entries.nth(k).evaluate("e => getComputedStyle(e).color")
+        assert set(colour) == {("loss/train", "tensorboard"), ("loss/val", "val"), ("loss/val", "best")}, colour
+        assert len(set(colour.values())) == 3, colour  # train, val and the best so far: a colour each
 
 
 def test_the_attention_images_are_there_from_step_0(trained, browser, tmp_path):

@@ -60,7 +60,7 @@ def test_every_validation_scores_every_head_and_the_last_snapshot_equals_the_che
     assert not any(tag.startswith("loss/in_context") for tag in logged)  # the loss group: train, val, best
     # A run per head (TensorBoard's colour per run), the layer in the tag (src/training/tensorboard.py)
     runs = sorted(p.name for p in (run / "tensorboard").iterdir() if p.is_dir())
-    assert runs == ["best", *(f"head_{h}" for h in range(heads))]  # beside the best val loss's run
+    assert runs == ["best", *(f"head_{h}" for h in range(heads)), "val"]  # beside the val and best val loss's runs
     head_1 = scalars(run / "tensorboard" / "head_1", "")
     assert set(head_1) == {f"score_{measure}/layer_{layer}" for measure in MEASURES for layer in range(layers)}
     assert [step for step, _ in head_1["score_induction/layer_0"]] == [0, 20, 40]
@@ -81,7 +81,7 @@ def test_a_run_with_the_scores_switched_off_trains_and_writes_none(tmp_path):
     assert not (run / "head_scores.json").exists()
     assert json.loads((run / "result.json").read_text())["heads"] is None
     assert not any(tag.startswith("score_") for tag in scalars(run))
-    assert [p.name for p in (run / "tensorboard").iterdir() if p.is_dir()] == ["best"]  # no head runs
+    assert sorted(p.name for p in (run / "tensorboard").iterdir() if p.is_dir()) == ["best", "val"]  # no head runs
 
 
 @pytest.mark.slow
