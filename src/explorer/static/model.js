@@ -7,40 +7,40 @@
 
 /** out = X W:  X (T, K) times W (K, N) -> (T, N), as out[t, n] = sum_k X[t, k] W[k, n].
  *  W comes transposed, WT = W^T (N, K), so that both factors of each sum are read in order, and
- *  two rows of X meet two columns of W at a time, each number loaded once for two products:
- *  the same sums, faster in V8 than the textbook triple loop (BENCHMARKS.md, "Explorer page"). */
+ *  four rows of X meet four columns of W at a time, each number loaded once for four products
+ *  (sixteen sums in registers); the rows and columns left over are summed one by one. The same
+ *  sums, faster in V8 than the textbook triple loop (BENCHMARKS.md, "Explorer page"). */
 function matmul(X, WT, T, K, N) {
   const out = new Float64Array(T * N);
-  const dot = (x, w) => {
-    let s = 0;
-    for (let k = 0; k < K; k++) s += X[x + k] * WT[w + k];
-    return s;
-  };
-  for (let t = 0; t < T; t += 2) {
-    const x0 = t * K, x1 = x0 + K, both = t + 1 < T;
-    for (let n = 0; n < N; n += 2) {
-      const w0 = n * K, w1 = w0 + K;
-      if (!both || n + 1 >= N) { // an odd row or column left over
-        out[t * N + n] = dot(x0, w0);
-        if (n + 1 < N) out[t * N + n + 1] = dot(x0, w1);
-        if (both) out[(t + 1) * N + n] = dot(x1, w0);
-        if (both && n + 1 < N) out[(t + 1) * N + n + 1] = dot(x1, w1);
-        continue;
-      }
-      let a = 0, b = 0, c = 0, d = 0;
+  const T4 = T - (T % 4), N4 = N - (N % 4);
+  for (let t = 0; t < T4; t += 4) {
+    const x0 = t * K, x1 = x0 + K, x2 = x1 + K, x3 = x2 + K;
+    for (let n = 0; n < N4; n += 4) {
+      const w0 = n * K, w1 = w0 + K, w2 = w1 + K, w3 = w2 + K;
+      let a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+      let c0 = 0, c1 = 0, c2 = 0, c3 = 0, e0 = 0, e1 = 0, e2 = 0, e3 = 0;
       for (let k = 0; k < K; k++) {
-        const p = X[x0 + k], q = X[x1 + k], u = WT[w0 + k], v = WT[w1 + k];
-        a += p * u;
-        b += p * v;
-        c += q * u;
-        d += q * v;
+        const p = X[x0 + k], q = X[x1 + k], r = X[x2 + k], s = X[x3 + k];
+        const u0 = WT[w0 + k], u1 = WT[w1 + k], u2 = WT[w2 + k], u3 = WT[w3 + k];
+        a0 += p * u0; a1 += p * u1; a2 += p * u2; a3 += p * u3;
+        b0 += q * u0; b1 += q * u1; b2 += q * u2; b3 += q * u3;
+        c0 += r * u0; c1 += r * u1; c2 += r * u2; c3 += r * u3;
+        e0 += s * u0; e1 += s * u1; e2 += s * u2; e3 += s * u3;
       }
-      out[t * N + n] = a;
-      out[t * N + n + 1] = b;
-      out[(t + 1) * N + n] = c;
-      out[(t + 1) * N + n + 1] = d;
+      const o0 = t * N + n, o1 = o0 + N, o2 = o1 + N, o3 = o2 + N;
+      out[o0] = a0; out[o0 + 1] = a1; out[o0 + 2] = a2; out[o0 + 3] = a3;
+      out[o1] = b0; out[o1 + 1] = b1; out[o1 + 2] = b2; out[o1 + 3] = b3;
+      out[o2] = c0; out[o2 + 1] = c1; out[o2 + 2] = c2; out[o2 + 3] = c3;
+      out[o3] = e0; out[o3 + 1] = e1; out[o3 + 2] = e2; out[o3 + 3] = e3;
     }
   }
+  const dot = (t, n) => { // one sum: a row or a column left over
+    let s = 0;
+    for (let k = 0; k < K; k++) s += X[t * K + k] * WT[n * K + k];
+    out[t * N + n] = s;
+  };
+  for (let t = 0; t < T4; t++) for (let n = N4; n < N; n++) dot(t, n);
+  for (let t = T4; t < T; t++) for (let n = 0; n < N; n++) dot(t, n);
   return out;
 }
 
@@ -241,22 +241,27 @@ function headSlice(A, T, width, h, dK) {
 }
 
 /** One causal head of Q_h, K_h, V_h (T, d_k) each:  softmax(Q_h K_h^T / sqrt(d_k) + M) V_h.
- *  Returns the steps of the notes: scores (T, T) before the mask, weights (T, T), context (T, d_k). */
+ *  Returns the steps of the notes: scores (T, T) before the mask, weights (T, T), context (T, d_k).
+ *  Row i's softmax is `softmax` written out over the row after the mask, into the weights: the
+ *  masked future (j > i) is -inf, exp(-inf) = 0 adds nothing to the sum and stays exactly 0. */
 function attentionHead(Qh, Kh, Vh, T, dK) {
   const scores = new Float64Array(T * T);
   const weights = new Float64Array(T * T);
   const context = new Float64Array(T * dK);
-  const masked = new Float64Array(T); // row i of the scores after the mask
+  const root = Math.sqrt(dK);
   for (let i = 0; i < T; i++) {
+    const r = i * T;
+    let max = -Infinity;
     for (let j = 0; j < T; j++) {
       let dot = 0;
       for (let k = 0; k < dK; k++) dot += Qh[i * dK + k] * Kh[j * dK + k];
-      scores[i * T + j] = dot / Math.sqrt(dK); // Q K^T / sqrt(d_k)
-      masked[j] = j > i ? -Infinity : scores[i * T + j]; // + M: -inf above the diagonal, before the softmax
+      scores[r + j] = dot / root; // Q K^T / sqrt(d_k)
+      if (j <= i && scores[r + j] > max) max = scores[r + j]; // + M: -inf above the diagonal, before the softmax
     }
-    const w = softmax(masked); // each row sums to 1; the masked future gets exactly 0
-    weights.set(w, i * T);
-    for (let j = 0; j <= i; j++) for (let k = 0; k < dK; k++) context[i * dK + k] += w[j] * Vh[j * dK + k]; // weights V
+    let sum = 0;
+    for (let j = 0; j <= i; j++) sum += weights[r + j] = Math.exp(scores[r + j] - max);
+    for (let j = 0; j <= i; j++) weights[r + j] /= sum; // each row sums to 1
+    for (let j = 0; j <= i; j++) for (let k = 0; k < dK; k++) context[i * dK + k] += weights[r + j] * Vh[j * dK + k]; // weights V
   }
   return { scores, weights, context };
 }

@@ -189,7 +189,8 @@ function drawWindow() {
     spans.push(el("span", { class: written ? "ch seen written" : "ch seen", title: written ? "written by the model" : "typed" }, glyph(ch)));
   }
   box.replaceChildren(...spans);
-  box.scrollTop = box.scrollHeight;
+  // its end in sight, at the next frame: read now, scrollHeight would lay the page out in the middle of the update
+  requestAnimationFrame(() => { box.scrollTop = box.scrollHeight; });
   const notes = [`the model sees the last ${T} of at most ${T_MAX} characters` + (state.written.length ? " (green: written by the model)" : "")];
   if (unknown.length) notes.push(`not in the vocabulary, so skipped: ${unknown.map((c) => JSON.stringify(c)).join(" ")}`);
   $("window-note").textContent = notes.join("; ");
@@ -413,9 +414,16 @@ function drawMap(canvas, weights, T, query, chars, width = mapWidth()) {
   ctx.strokeRect(label + 1, label + query * size + 1, T * size - 2, size - 2);
 }
 
-/** The map's width: 560 px, or the attention card's width on a narrow screen. */
+/** The map's width: 560 px, or the attention card's width on a narrow screen. The card's width is
+ *  kept by a ResizeObserver (after each layout), not read from the layout when a keystroke asks for
+ *  it: the read forced the page's layout in the middle of the update (~6 ms of a keystroke). */
+let attentionWidth = null;
 function mapWidth() {
-  return Math.min(574, $("attention-section").clientWidth - 34);
+  if (attentionWidth === null) {
+    attentionWidth = $("attention-section").clientWidth;
+    new ResizeObserver(() => { attentionWidth = $("attention-section").clientWidth; }).observe($("attention-section"));
+  }
+  return Math.min(574, attentionWidth - 34);
 }
 
 /** The notes' steps for one head and one query, with the actual numbers. */
