@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 import tempfile
 import types
 import typing
@@ -156,6 +157,32 @@ def check_memory(cfg: DictConfig, vocab_size: int) -> None:
             f"{', '.join(sizes)} need about {needed / 2**30:,.0f} GiB to train, more than {where} "
             f"{available / 2**30:,.0f} GiB: choose a smaller model or batch"
         )
+
+
+def cpu_has_bfloat16() -> bool:
+    """Whether this CPU multiplies bfloat16 matrices in hardware (AVX512-BF16 or AMX), as oneDNN sees it.
+
+    PyTorch has no public way to ask: torch.ops.mkldnn._is_mkldnn_bf16_supported is private, so it
+    is reached here only, and tests/run/test_slow_bfloat16.py fails if it goes."""
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def warn_slow_bfloat16(cfg: DictConfig) -> None:
+    """On a CPU without bfloat16 instructions PyTorch emulates bfloat16 matmuls, tens of times slower
+    than float32 (BENCHMARKS.md, "Machine"): say so once, before the run, and name the fix."""
+    precision = str(cfg.trainer.precision)
+    slow = [f"trainer.precision={precision}"] if precision.startswith("bf16") or precision in ("16", "16-mixed") else []
+    if cfg.optimizer.get("ns_dtype") == "bfloat16":
+        slow.append("optimizer.ns_dtype=bfloat16")
+    if not slow or training_device(cfg.trainer) != "cpu" or cpu_has_bfloat16() or int(os.environ.get("RANK", 0)):
+        return
+    fixes = {"trainer.precision": "trainer.precision=32-true", "optimizer.ns_dtype": "optimizer.ns_dtype=float32"}
+    fix = " and ".join(fixes[s.split("=")[0]] for s in slow)
+    print(
+        f"warning: {' and '.join(slow)} on a CPU without bfloat16 instructions (no AVX512-BF16 or AMX): "
+        f"PyTorch emulates its bfloat16 matmuls, tens of times slower than float32; for speed use {fix}",
+        file=sys.stderr,
+    )
 
 
 def check_accelerator(trainer_cfg: DictConfig) -> None:
@@ -306,6 +333,7 @@ def plan(cfg: DictConfig) -> Plan:
     """Check a composed train config against everything it will meet; raise ConfigError naming the fix."""
     check_values(cfg)
     check_accelerator(cfg.trainer)
+    warn_slow_bfloat16(cfg)
     if os.environ.get("SCRATCHGPT_EXERCISES"):  # a learner's pieces of the notes, swapped in (docs/learn.md)
         from src.exercises import use_selected
 
