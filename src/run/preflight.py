@@ -171,16 +171,18 @@ def warn_slow_bfloat16(cfg: DictConfig) -> None:
     """On a CPU without bfloat16 instructions PyTorch emulates bfloat16 matmuls, tens of times slower
     than float32 (BENCHMARKS.md, "Machine"): say so once, before the run, and name the fix."""
     precision = str(cfg.trainer.precision)
-    slow = [f"trainer.precision={precision}"] if precision.startswith("bf16") or precision in ("16", "16-mixed") else []
+    slow = []  # (the setting asked for, its float32 fix)
+    if precision.startswith("bf16") or precision in ("16", "16-mixed"):  # 16-mixed is bf16 on a CPU
+        slow.append((f"trainer.precision={precision}", "trainer.precision=32-true"))
     if cfg.optimizer.get("ns_dtype") == "bfloat16":
-        slow.append("optimizer.ns_dtype=bfloat16")
+        slow.append(("optimizer.ns_dtype=bfloat16", "optimizer.ns_dtype=float32"))
     if not slow or training_device(cfg.trainer) != "cpu" or cpu_has_bfloat16() or int(os.environ.get("RANK", 0)):
         return
-    fixes = {"trainer.precision": "trainer.precision=32-true", "optimizer.ns_dtype": "optimizer.ns_dtype=float32"}
-    fix = " and ".join(fixes[s.split("=")[0]] for s in slow)
+    asked, fixes = zip(*slow, strict=True)
     print(
-        f"warning: {' and '.join(slow)} on a CPU without bfloat16 instructions (no AVX512-BF16 or AMX): "
-        f"PyTorch emulates its bfloat16 matmuls, tens of times slower than float32; for speed use {fix}",
+        f"warning: {' and '.join(asked)} on a CPU without bfloat16 instructions (no AVX512-BF16 or AMX): "
+        f"PyTorch emulates its bfloat16 matmuls, tens of times slower than float32; "
+        f"for speed use {' and '.join(fixes)}",
         file=sys.stderr,
     )
 
