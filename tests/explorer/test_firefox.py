@@ -86,6 +86,7 @@ def test_firefox_esr_renders_the_page_and_computes_pytorch_s_distribution(tmp_pa
         browser.kill()
         browser.wait()
     assert "Firefox" in report["userAgent"]
+    assert report["kernel"] == "WebAssembly SIMD"  # the page's policy lets Firefox compile kernel.js
     got = torch.tensor(report["probs"], dtype=torch.float64)
     expected = torch_probs(checkpoint, TEXT)
     assert torch.allclose(got, expected, atol=1e-5, rtol=0)

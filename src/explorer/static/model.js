@@ -6,11 +6,22 @@
 "use strict";
 
 /** out = X W:  X (T, K) times W (K, N) -> (T, N), as out[t, n] = sum_k X[t, k] W[k, n].
- *  W comes transposed, WT = W^T (N, K), so that both factors of each sum are read in order, and
- *  four rows of X meet four columns of W at a time, each number loaded once for four products
- *  (sixteen sums in registers); the rows and columns left over are summed one by one. The same
- *  sums, faster in V8 than the textbook triple loop (BENCHMARKS.md, "Explorer page"). */
+ *  W comes transposed, WT = W^T (N, K), so that both factors of each sum are read in order. The
+ *  sums are added in WebAssembly SIMD where the browser has it (kernel.js: ~4x faster, within
+ *  1e-12 of the loops below), else by `matmulScalar`; `useKernel(false)` chooses the loops. */
+let kernelOn = KERNEL !== null;
+function useKernel(on) {
+  kernelOn = on && KERNEL !== null;
+  return kernelOn;
+}
 function matmul(X, WT, T, K, N) {
+  return kernelOn ? KERNEL.matmul(X, WT, T, K, N) : matmulScalar(X, WT, T, K, N);
+}
+
+/** `matmul` in plain JavaScript: four rows of X meet four columns of W at a time, each number loaded
+ *  once for four products (sixteen sums in registers); the rows and columns left over are summed
+ *  one by one. The same sums, faster in V8 than the textbook triple loop (BENCHMARKS.md, "Explorer page"). */
+function matmulScalar(X, WT, T, K, N) {
   const out = new Float64Array(T * N);
   const T4 = T - (T % 4), N4 = N - (N % 4);
   for (let t = 0; t < T4; t += 4) {
@@ -245,24 +256,21 @@ function headSlice(A, T, width, h, dK) {
  *  Row i's softmax is `softmax` written out over the row after the mask, into the weights: the
  *  masked future (j > i) is -inf, exp(-inf) = 0 adds nothing to the sum and stays exactly 0. */
 function attentionHead(Qh, Kh, Vh, T, dK) {
-  const scores = new Float64Array(T * T);
+  const scores = matmul(Qh, Kh, T, dK, T); // Q K^T: K_h (T, d_k) is the transposed factor matmul takes
   const weights = new Float64Array(T * T);
-  const context = new Float64Array(T * dK);
   const root = Math.sqrt(dK);
   for (let i = 0; i < T; i++) {
     const r = i * T;
     let max = -Infinity;
     for (let j = 0; j < T; j++) {
-      let dot = 0;
-      for (let k = 0; k < dK; k++) dot += Qh[i * dK + k] * Kh[j * dK + k];
-      scores[r + j] = dot / root; // Q K^T / sqrt(d_k)
+      scores[r + j] /= root; // Q K^T / sqrt(d_k)
       if (j <= i && scores[r + j] > max) max = scores[r + j]; // + M: -inf above the diagonal, before the softmax
     }
     let sum = 0;
     for (let j = 0; j <= i; j++) sum += weights[r + j] = Math.exp(scores[r + j] - max);
     for (let j = 0; j <= i; j++) weights[r + j] /= sum; // each row sums to 1
-    for (let j = 0; j <= i; j++) for (let k = 0; k < dK; k++) context[i * dK + k] += weights[r + j] * Vh[j * dK + k]; // weights V
   }
+  const context = matmul(weights, transpose(Vh, T, dK), T, T, dK); // weights V, with V_h^T (d_k, T)
   return { scores, weights, context };
 }
 
@@ -436,6 +444,12 @@ function loadModel(payload) {
   }
   // logits = H W_vocab, with W_vocab = E^T when the head is tied to the embedding: then W_vocab^T = E
   if (config.kind !== "seed" && !transposed.W_vocab) transposed.W_vocab = Float64Array.from(tensors["embedding.E"]);
+  if (KERNEL) { // every product with a weight reads it from the kernel's memory, copied there once
+    for (const [name, WT] of Object.entries(transposed)) {
+      const [K, N] = name === "W_vocab" && !payload.weights.index.W_vocab ? [d, vocabSize] : payload.weights.index[name][1];
+      KERNEL.keep(WT, N, K);
+    }
+  }
   return model;
 }
 

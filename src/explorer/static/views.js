@@ -121,7 +121,8 @@ function update() {
     request("lens-section");
     if (headsNow && state.frame === headFrames().length - 1) request("job-section"); // its map on your text
   }
-  $("timing").textContent = `the views in sight drawn in ${(performance.now() - start).toFixed(0)} ms (the others when scrolled to)`;
+  const sums = kernelOn ? "the sums in WebAssembly SIMD" : "the sums in JavaScript";
+  $("timing").textContent = `the views in sight drawn in ${(performance.now() - start).toFixed(0)} ms (${sums}; the others when scrolled to)`;
 }
 
 // ---------------------------------------------------------------- views drawn when seen
@@ -1220,6 +1221,9 @@ window.scratchgpt = {
     return frame ? { step: frame.step, scores: frame.scores, kinds: frame.kinds, in_context: frame.in_context, maps: frame.maps } : null;
   },
   settled: () => new Promise((resolve) => setTimeout(resolve, 0)), // after the update typing scheduled
+  /** Where matmul adds its sums: "WebAssembly SIMD" (kernel.js) or "JavaScript"; `useKernel(false)` chooses the loops. */
+  kernel: () => (kernelOn ? "WebAssembly SIMD" : "JavaScript"),
+  useKernel,
 };
 
 function drawLegends() {
@@ -1241,7 +1245,7 @@ window.scratchgpt.drawn = true; // every view but "Where it fails" and the heads
 // form, not fetch: the page's Content-Security-Policy refuses every connection.
 const reportText = new URLSearchParams(location.search).get("report");
 if (reportText !== null && location.protocol.startsWith("http")) {
-  const data = JSON.stringify({ probs: predict(reportText).probs, userAgent: navigator.userAgent });
+  const data = JSON.stringify({ probs: predict(reportText).probs, userAgent: navigator.userAgent, kernel: window.scratchgpt.kernel() });
   const form = el("form", { method: "POST", action: "/report" }, el("input", { type: "hidden", name: "data", value: data }));
   document.body.append(form);
   form.submit();
