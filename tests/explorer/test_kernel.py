@@ -75,3 +75,17 @@ def test_every_view_is_the_same_with_the_kernel_and_with_the_loops(page):
     assert a.shape == b.shape and a.numel() > 1000
     assert (a - b).abs().max() < 1e-12
 
+
+def test_a_hidden_page_still_follows_the_typing(page):
+    """Typing asks for the update at the next frame; a hidden page draws no frames, so a timer runs it."""
+    page.evaluate("Object.defineProperty(document, 'hidden', { get: () => true })")
+    page.evaluate("window.requestAnimationFrame = () => 0")  # as in a hidden tab: no frames
+    before = page.evaluate("window.scratchgpt.distribution(document.getElementById('prompt').value)")
+    page.focus("#prompt")
+    page.keyboard.press("Control+End")
+    page.keyboard.type("Fi")
+    ran = "Promise.race([window.scratchgpt.settled().then(() => true), new Promise((r) => setTimeout(r, 5000, false))])"
+    assert page.evaluate(ran), "the update typing asked for never ran"
+    shown = page.evaluate("Array.from(document.querySelectorAll('#window-view .ch.seen'), (e) => e.textContent)")
+    assert shown[-2:] == ["F", "i"]
+    assert page.evaluate("window.scratchgpt.distribution(document.getElementById('prompt').value)") != before

@@ -96,14 +96,23 @@ function setText(text, follow = false) {
   update();
 }
 
-let updatePending = false;
+let updated = null; // the update typing asked for, until it has run: what `settled` waits for
 
-/** Keystrokes that arrive while the views are being drawn are answered by one update, not one each:
- *  a large model (the nanogpt_gpu preset takes seconds a pass) never falls behind the typing. */
+/** Typing asks for an update at the next frame (requestAnimationFrame), so that the typed character
+ *  and the views it changes are painted in one frame: after a timer, the browser would paint the
+ *  character first, a frame (~20 ms at 20,000 characters) the views wait for. Keystrokes that arrive
+ *  before that frame, or while a large model computes (the nanogpt_gpu preset takes a second a pass),
+ *  are answered by one update, not one each. A hidden page draws no frames: a timer runs it there. */
 function scheduleUpdate() {
-  if (updatePending) return;
-  updatePending = true;
-  setTimeout(() => { updatePending = false; update(); }, 0);
+  if (updated) return;
+  updated = new Promise((resolve) => {
+    const run = () => {
+      updated = null;
+      try { update(); } finally { resolve(); }
+    };
+    if (document.hidden) setTimeout(run, 0);
+    else requestAnimationFrame(run);
+  });
 }
 
 function update() {
@@ -1220,7 +1229,7 @@ window.scratchgpt = {
     const frame = headFrames()[k];
     return frame ? { step: frame.step, scores: frame.scores, kinds: frame.kinds, in_context: frame.in_context, maps: frame.maps } : null;
   },
-  settled: () => new Promise((resolve) => setTimeout(resolve, 0)), // after the update typing scheduled
+  settled: () => updated ?? Promise.resolve(), // after the update typing asked for
   /** Where matmul adds its sums: "WebAssembly SIMD" (kernel.js) or "JavaScript"; `useKernel(false)` chooses the loops. */
   kernel: () => (kernelOn ? "WebAssembly SIMD" : "JavaScript"),
   useKernel,
