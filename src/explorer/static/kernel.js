@@ -132,11 +132,10 @@ const KERNEL = (() => {
     /** out = X W (T, N) from X (T, K) and W^T (N, K), the sums in WebAssembly. */
     matmul(X, WT, T, K, N) {
       const [Tp, Kp, Np] = [even(T), even(K), four(N)];
-      const w = kept.get(WT) ?? keptEnd;
-      const x = kept.has(WT) ? keptEnd : keptEnd + Np * Kp;
-      const o = x + Tp * Kp;
+      const keptAt = kept.get(WT); // else W^T goes first in the room after the kept weights
+      const w = keptAt ?? keptEnd, x = keptAt === undefined ? keptEnd + Np * Kp : keptEnd, o = x + Tp * Kp;
       const f = room(o, Tp * Np);
-      if (!kept.has(WT)) place(f, w, WT, N, K, Np, Kp);
+      if (keptAt === undefined) place(f, w, WT, N, K, Np, Kp);
       place(f, x, X, T, K, Tp, Kp);
       for (let n = 0; n < Np; n += 4) columns(x * 8, (w + n * Kp) * 8, (o + n) * 8, Tp, Kp * 8, Np * 8);
       if (Np === N) return f.slice(o, o + T * N);

@@ -14,6 +14,10 @@ function useKernel(on) {
   kernelOn = on && KERNEL !== null;
   return kernelOn;
 }
+/** Where matmul adds its sums, in words. */
+function kernelName() {
+  return kernelOn ? "WebAssembly SIMD" : "JavaScript";
+}
 function matmul(X, WT, T, K, N) {
   return kernelOn ? KERNEL.matmul(X, WT, T, K, N) : matmulScalar(X, WT, T, K, N);
 }
@@ -439,17 +443,15 @@ function loadModel(payload) {
     embeddingScale: sinusoidal && scaleTokens ? Math.fround(Math.sqrt(d)) : 1,
   };
   const transposed = {};
+  const keep = (name, WT, N, K) => { // W^T (N, K); in the kernel's memory too, once: every product with it reads it there
+    transposed[name] = WT;
+    if (KERNEL) KERNEL.keep(WT, N, K);
+  };
   for (const [name, [, shape]] of Object.entries(payload.weights.index)) {
-    if (/(^|\.)W_[A-Za-z0-9]+$/.test(name) && shape.length === 2) transposed[name] = transpose(tensors[name], shape[0], shape[1]);
+    if (/(^|\.)W_[A-Za-z0-9]+$/.test(name) && shape.length === 2) keep(name, transpose(tensors[name], shape[0], shape[1]), shape[1], shape[0]);
   }
   // logits = H W_vocab, with W_vocab = E^T when the head is tied to the embedding: then W_vocab^T = E
-  if (config.kind !== "seed" && !transposed.W_vocab) transposed.W_vocab = Float64Array.from(tensors["embedding.E"]);
-  if (KERNEL) { // every product with a weight reads it from the kernel's memory, copied there once
-    for (const [name, WT] of Object.entries(transposed)) {
-      const [K, N] = name === "W_vocab" && !payload.weights.index.W_vocab ? [d, vocabSize] : payload.weights.index[name][1];
-      KERNEL.keep(WT, N, K);
-    }
-  }
+  if (config.kind !== "seed" && !transposed.W_vocab) keep("W_vocab", Float64Array.from(tensors["embedding.E"]), vocabSize, d);
   return model;
 }
 

@@ -130,8 +130,7 @@ function update() {
     request("lens-section");
     if (headsNow && state.frame === headFrames().length - 1) request("job-section"); // its map on your text
   }
-  const sums = kernelOn ? "the sums in WebAssembly SIMD" : "the sums in JavaScript";
-  $("timing").textContent = `the views in sight drawn in ${(performance.now() - start).toFixed(0)} ms (${sums}; the others when scrolled to)`;
+  $("timing").textContent = `the views in sight drawn in ${(performance.now() - start).toFixed(0)} ms (the sums in ${kernelName()}; the others when scrolled to)`;
 }
 
 // ---------------------------------------------------------------- views drawn when seen
@@ -1231,7 +1230,7 @@ window.scratchgpt = {
   },
   settled: () => updated ?? Promise.resolve(), // after the update typing asked for
   /** Where matmul adds its sums: "WebAssembly SIMD" (kernel.js) or "JavaScript"; `useKernel(false)` chooses the loops. */
-  kernel: () => (kernelOn ? "WebAssembly SIMD" : "JavaScript"),
+  kernel: kernelName,
   useKernel,
 };
 
