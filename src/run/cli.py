@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 import hydra
-from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override, OverrideType
@@ -32,7 +31,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 from tqdm import tqdm
 
 from src.model import checks
-from src.run import meeting, rundir  # noqa: F401  (registers the resolvers of the run's folder before any composing)
+from src.run import rundir  # noqa: F401  (registers the resolvers of the run's folder before any composing)
 from src.run.config import register
 from src.run.help import help_text
 from src.run.rules import one_line, positive_int
@@ -64,7 +63,10 @@ def fail(message: str, status: int = 2) -> None:
         if isinstance(handler, logging.FileHandler):
             handler.emit(logging.makeLogRecord({"msg": line, "levelno": logging.ERROR, "levelname": "ERROR"}))
     print(line, file=sys.stderr)
-    meeting.post_failure(message)  # torchrun's other ranks, waiting for this one, end with this line
+    if rundir.launched_run() is not None:  # torchrun's other ranks, waiting for this one, end with this line
+        from src.cluster.meeting import post_failure
+
+        post_failure(message)
     sys.exit(status)
 
 
@@ -119,36 +121,28 @@ def compose(config_name: str, overrides: list[str]) -> DictConfig:
         return compose_one(overrides)
 
 
-class Composed(NamedTuple):
-    """A single run's command line composed once, as Hydra runs it: cfg.hydra holds Hydra's own keys."""
-
-    cfg: DictConfig
-    loader: Any  # Hydra's ConfigLoader, which its run_job asks for
-
-
-def compose_run(config_name: str, overrides: list[str]) -> Composed:
+def compose_run(config_name: str, overrides: list[str]) -> DictConfig:
     """The config Hydra would run a command line with, its `hydra` node included (hydra.run.dir, the
-    job's logging, the callbacks): composed here once, then run by run_composed, not composed again."""
+    job's logging): composed here to check it before Hydra starts and creates the run directory."""
     os.environ.setdefault("PROJECT_ROOT", str(PROJECT_ROOT))
     register(config_name)
     with hydra.initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3", job_name=config_name):
-        loader = GlobalHydra.instance().config_loader()
-        return Composed(hydra.compose(config_name, overrides, return_hydra_config=True), loader)
+        return hydra.compose(config_name, overrides, return_hydra_config=True)
 
 
 def job_config(cfg: DictConfig) -> DictConfig:
-    """Fix a single run's directory now, as Hydra's run_job would (hydra.run.dir with its ${now:...}, or
+    """Fix a single run's directory now, as Hydra's run would (hydra.run.dir with its ${now:...}, or
     its torchrun/SLURM folder: src/run/rundir.py), and return the job's config (without `hydra`), whose
     paths.output_dir names that folder: checks and parts meet the real run directory before it exists.
 
-    Sets HydraConfig, as run_job does before the task (command() restores it)."""
+    Sets HydraConfig, as Hydra does before the task (command() restores it)."""
     with read_write(cfg.hydra), open_dict(cfg.hydra):
         if cfg.hydra.mode is None:
             cfg.hydra.mode = RunMode.RUN
     HydraConfig.instance().set_config(cfg)
     run_dir = str(OmegaConf.select(cfg, "hydra.run.dir"))
     with read_write(cfg.hydra.run), read_write(cfg.hydra.runtime), open_dict(cfg.hydra.runtime):
-        cfg.hydra.run.dir = run_dir  # run_job reads this folder, not ${now:...} again
+        cfg.hydra.run.dir = run_dir  # the folder Hydra is then told to use, not ${now:...} again
         cfg.hydra.runtime.output_dir = os.path.abspath(run_dir)
     HydraConfig.instance().set_config(cfg)
     job = copy.deepcopy(cfg)
@@ -157,27 +151,11 @@ def job_config(cfg: DictConfig) -> DictConfig:
     return job
 
 
-def run_composed(config_name: str, composed: Composed, task: Callable[[DictConfig], Any]) -> Any:
-    """Run task as Hydra's own run of one job does (hydra/_internal/hydra.py, Hydra.run: its callbacks,
-    then run_job: the run directory made, .hydra/ saved, the job's logging, the task), on the config
-    composed for the checks, so that it is not composed again."""
-    from hydra._internal.callbacks import Callbacks
-    from hydra._internal.utils import run_and_report
-    from hydra.core.utils import configure_log, run_job
-    from hydra.types import HydraContext
-
-    cfg = composed.cfg
-
-    def run() -> Any:
-        configure_log(cfg.hydra.hydra_logging, cfg.hydra.verbose)
-        callbacks = Callbacks(cfg)
-        callbacks.on_run_start(config=cfg, config_name=config_name)
-        context = HydraContext(config_loader=composed.loader, callbacks=callbacks)
-        ret = run_job(task, cfg, job_dir_key="hydra.run.dir", job_subdir_key=None, hydra_context=context)
-        callbacks.on_run_end(config=cfg, config_name=config_name, job_return=ret)
-        return ret.return_value  # the task's exception, raised here as Hydra raises it
-
-    return run_and_report(run)
+def pinned_run_dir(argv: list[str], run_dir: str) -> list[str]:
+    """The command line with the run directory the checks met, so that Hydra's own composition, a
+    moment later, makes that folder and not one of a later ${now:...}."""
+    text = run_dir.replace("'", "\\'")
+    return [*(a for a in argv if not a.startswith("hydra.run.dir=")), f"hydra.run.dir='{text}'"]
 
 
 def options(group: str) -> list[str]:
@@ -346,9 +324,9 @@ def is_multirun(argv: list[str]) -> bool:
 
 
 class Checked(NamedTuple):
-    """A single run's command line, composed once and checked: Hydra's config, and what check returned."""
+    """A single run's command line, checked: its run directory, and what check returned."""
 
-    composed: Composed
+    run_dir: str
     prepared: Any
 
 
@@ -373,9 +351,9 @@ def check_command_line(
             fail(explain(err, config_name, overrides))
         except ValueError as err:  # Hydra's own, e.g. a config group set to null
             fail(null_group(overrides) or one_line(err))
-        if composed.cfg.hydra.mode != RunMode.MULTIRUN:  # an experiment's config may set it
-            cfg = job_config(composed.cfg)
-            return Checked(composed, check(cfg, argv) if check is not None else None)
+        if composed.hydra.mode != RunMode.MULTIRUN:  # an experiment's config may set it
+            cfg = job_config(composed)
+            return Checked(composed.hydra.run.dir, check(cfg, argv) if check is not None else None)
     failed: list[tuple[int, list[str], Exception]] = []
     try:
         points = sweep_points(overrides)
@@ -443,10 +421,9 @@ def command(
     """Run task(cfg) as a Hydra command reading conf/<config_name>.yaml, with one-line errors.
 
     check(cfg, argv) may refuse a single run, check_sweep(cfg, point) each point of a multirun, before
-    Hydra creates a run directory. A single run's config is composed once: what check returns for it
-    (train: the run's parts, built) is handed to the task as task(cfg, prepared), and Hydra's run_job
-    runs it on that config (run_composed). --help, --cfg, HYDRA_FULL_ERROR=1 and multiruns go through
-    hydra.main, which composes again; the task then gets task(cfg).
+    Hydra creates a run directory: the command line is composed for the checks, then by hydra.main for
+    the run, in the run directory the checks met. What check returns (train: the run's parts, built)
+    is handed to the task as task(cfg, prepared). --help, --cfg and HYDRA_FULL_ERROR=1 skip the checks.
     """
     os.environ.setdefault("PROJECT_ROOT", str(PROJECT_ROOT))
     full_errors = os.environ.get("HYDRA_FULL_ERROR") == "1"
@@ -465,7 +442,7 @@ def command(
             if not full_errors and not any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
                 checked = check_command_line(config_name, argv, check, check_sweep)  # not --help, --cfg: nothing runs
             if checked is not None:
-                return run_composed(config_name, checked.composed, guarded)
+                sys.argv[1:] = pinned_run_dir(argv, checked.run_dir)
             register(config_name)
             return hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name=config_name)(guarded)()
     except KeyboardInterrupt:  # before training started

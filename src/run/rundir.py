@@ -15,7 +15,6 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from src.run import meeting
 from src.run.rules import ConfigError, RunDirInUse
 
 LOCK = ".lock"
@@ -36,7 +35,7 @@ def launched_run() -> tuple[str, str] | None:
 
     Each of them composes the run directory on its own: they agree on one through an id all share,
     torchrun's --rdzv-id (TORCHELASTIC_RUN_ID) or SLURM's job and step, or, under torchrun without
-    --rdzv-id (its id is then 'none'), through torchrun's store (src/run/meeting.py).
+    --rdzv-id (its id is then 'none'), through torchrun's store (src/cluster/meeting.py).
     """
     if "TORCHELASTIC_RUN_ID" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1:
         return "torchrun", os.environ["TORCHELASTIC_RUN_ID"]
@@ -52,8 +51,10 @@ def run_folder(timestamped: str) -> str:
     launched = launched_run()
     if launched is None:
         return timestamped
-    if launched[1] == "none":
-        return meeting.agreed_folder(timestamped) if meeting.torchrun_store_address() else timestamped
+    if launched[1] == "none":  # the ranks agree through torchrun's store (the cluster wing)
+        from src.cluster.meeting import agreed_folder, torchrun_store_address
+
+        return agreed_folder(timestamped) if torchrun_store_address() else timestamped
     return f"{launched[0]}/{launched[1]}"
 
 
@@ -80,8 +81,12 @@ def check_launched_run(run_dir_typed: bool) -> None:
             f"other ranks would never come and the run would wait for them forever: start it with "
             f"`srun python -m src.train ...` inside the job (or --ntasks=1 for one process)"
         )
-    launched, store = launched_run(), meeting.torchrun_store_address()
-    if launched is not None and launched[1] == "none" and not run_dir_typed and store is None:
+    launched = launched_run()
+    if launched is None or launched[1] != "none" or run_dir_typed:
+        return
+    from src.cluster.meeting import torchrun_store_address
+
+    if torchrun_store_address() is None:
         raise ValueError(
             "torchrun started this run without --rdzv-id and without a store of its own for its workers, so its "
             "ranks cannot agree on one run directory: "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -110,6 +111,13 @@ class TokensPerSecond(L.Callback):
 
     def report(self, trainer: L.Trainer, pl_module: L.LightningModule, tokens_per_second: float) -> None:
         pl_module.log("train/tokens_per_sec", tokens_per_second, prog_bar=True)
+
+
+def progress_bar_shown(setting: Any) -> bool:
+    """progress_bar=auto: a bar on an interactive terminal outside CI; true or false force it."""
+    if str(setting).lower() == "auto":
+        return sys.stderr.isatty() and not os.environ.get("CI")
+    return str(setting).lower() == "true"
 
 
 class ProgressBar(TQDMProgressBar):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
 
@@ -32,28 +31,3 @@ def stop_outside_training(signum: int, frame: object) -> None:
     what = "interrupted" if signum == signal.SIGINT else signal.Signals(signum).name
     os.write(2, f"error: {what} outside training (where Ctrl-C saves last.ckpt first): stopped\n".encode())
     os._exit(128 + signum)
-
-
-def slurm_job() -> str | None:
-    """The SLURM job this process runs in (an array task as `<array job>_<task>`), or None outside SLURM."""
-    array_job = os.environ.get("SLURM_ARRAY_JOB_ID")
-    if array_job and os.environ.get("SLURM_ARRAY_TASK_ID"):
-        return f"{array_job}_{os.environ['SLURM_ARRAY_TASK_ID']}"
-    return os.environ.get("SLURM_JOB_ID") or None
-
-
-def requeue(job: str) -> str | None:
-    """`scontrol requeue <job>`, as SLURM's pre-emption notice asks of a job that should come back;
-    None once done, else why it failed."""
-    import subprocess
-
-    try:
-        done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return f"scontrol: {err}"
-    return None if done.returncode == 0 else " ".join(f"scontrol: {done.stderr or done.stdout}".split())
-
-
-def requeued_run_file(log_dir: str | Path, job: str) -> Path:
-    """Where a pre-empted SLURM job notes its run directory, for the job SLURM starts again to resume."""
-    return Path(log_dir) / "slurm" / f"requeued-{job}.txt"

@@ -44,6 +44,7 @@ from google.protobuf import struct_pb2
 from lightning.pytorch.core.saving import save_hparams_to_yaml
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
+from omegaconf import DictConfig, OmegaConf
 from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 from tensorboard.summary.writer import event_file_writer
@@ -272,6 +273,25 @@ class TensorBoard(TensorBoardLogger):
         if isinstance(value, bool):
             return api_pb2.DATA_TYPE_BOOL
         return api_pb2.DATA_TYPE_FLOAT64 if isinstance(value, float) else api_pb2.DATA_TYPE_STRING
+
+
+def hparams_of(cfg: DictConfig, num_parameters: int, varied: list[str]) -> dict[str, Any]:
+    """The knobs worth comparing across runs in TensorBoard's HPARAMS tab, and the keys in `varied`."""
+    opt = cfg.optimizer
+    params: dict[str, Any] = {
+        **{f"model/{k}": v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items()},
+        **{f"optimizer/{k}": opt[k] for k in ("name", "lr", "weight_decay", "warmup_steps", "min_lr")},
+        **{f"data/{k}": cfg.data[k] for k in ("batch_size", "path", "val_tokens", "sampling")},
+        "trainer/max_steps": cfg.trainer.max_steps,
+        "trainer/precision": str(cfg.trainer.precision),
+        "seed": cfg.seed,
+        "parameters": num_parameters,
+    }
+    for key in varied:  # a swept key outside the list above, e.g. trainer.gradient_clip_val
+        value = OmegaConf.select(cfg, key)
+        if not isinstance(value, DictConfig):  # a group choice (model=seed) shows through its keys
+            params.setdefault(key.replace(".", "/"), value)
+    return params
 
 
 class LogHyperparams(L.Callback):

@@ -388,7 +388,7 @@ def test_a_run_directory_is_locked_before_hydra_writes_into_it(tmp_path, monkeyp
     run = tmp_path / "run"
     first = tiny_training(tmp_path, f"hydra.run.dir={run}")
     outside = HydraConfig.instance().cfg
-    train_module.check_before_hydra(job_config(compose_run("train", first).cfg), first)  # about to start Hydra
+    train_module.check(job_config(compose_run("train", first)), first)  # about to start Hydra
     HydraConfig.instance().cfg = outside
     try:
         monkeypatch.setattr(sys, "argv", ["python -m src.train", *first, "seed=7"])
@@ -498,7 +498,8 @@ def test_sigterm_during_the_final_sample_stops_it_with_one_line(tmp_path):
 def test_the_final_sample_reads_best_ckpt_from_memory_only_when_memory_holds_it(tmp_path):
     """When the final validation was the best, best.ckpt holds the weights in memory: the sample and
     the explorer page use them without reading the file; otherwise best.ckpt is read."""
-    from src.train import build, in_memory_best
+    from src.run.finish import in_memory_best
+    from src.train import build
     from src.training.checkpoint import load_trained
 
     cfg = compose_training(tmp_path / "run", "trainer.max_steps=6", "trainer.val_check_interval=3", "optimizer.lr=1e-3")

@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 from src import train as train_module
 from src.run import rundir
 from src.run.cli import compose_run, job_config
+from src.run.reruns import continue_run
 from src.run.rules import ConfigError
 from tests.helpers import tiny_training, train_in_process
 
@@ -49,12 +50,12 @@ def in_state(finished, tmp_path, state):
 
 
 def checked(argv):
-    """check_before_hydra on the command line as continue_run rewrote it, its config composed as the
+    """check on the command line as continue_run rewrote it, its config composed as the
     command composes it (its run directory resolved); the lock it took released."""
-    argv = train_module.continue_run(argv)
+    argv = continue_run(argv)
     outside = HydraConfig.instance().cfg
     try:
-        train_module.check_before_hydra(job_config(compose_run("train", argv).cfg), argv)
+        train_module.check(job_config(compose_run("train", argv)), argv)
     finally:
         HydraConfig.instance().cfg = outside
         for fd in rundir.HELD.values():

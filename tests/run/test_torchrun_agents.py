@@ -4,7 +4,7 @@ Issue 37 item 9: `torchrun --nnodes=2 --node-rank=R --master-addr=... --master-p
 ...` (no --rdzv-id) was refused, "started without --rdzv-id". Item 8: agents that disagree (--nnodes=2
 on one, --nnodes=3 on the other) left the rank not refused waiting in the process group's
 rendezvous, deaf to SIGTERM, until torchrun killed it 30 s later. The ranks now meet through
-torchrun's own store (src/run/meeting.py).
+torchrun's own store (src/cluster/meeting.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from src.run import meeting
+from src.cluster import meeting
 from tests.helpers import free_port, tiny_training, torchrun_agent
 
 TINY = ["model.num_layers=1", "trainer.max_steps=6", "trainer.val_check_interval=6", "sample.max_new_tokens=0"]

@@ -1,0 +1,158 @@
+"""How a run ends: its result.json, the best loss, the sample and the explorer page; or, when it is
+stopped, one line saying what is kept and the command that resumes it (never a traceback)."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from omegaconf import DictConfig
+
+from src.data.tokenizer import printable
+from src.model.language_model import count_parameters
+from src.run import preflight, record
+from src.run.cli import fail
+from src.training.callbacks import GracefulInterrupt, TokensPerSecond, TrainingInterrupted
+from src.training.checkpoint_io import CheckpointWriteError
+from src.training.heads import TrackHeads
+from src.training.signals import exit_status
+from src.training.tensorboard import TensorBoard, watch_command
+
+if TYPE_CHECKING:
+    from src.training.checkpoint import Trained
+log = logging.getLogger(__name__)
+
+
+def in_memory_best(trainer: Any, lit: Any) -> Trained | None:
+    """The model in memory as best.ckpt holds it, when best.ckpt was written at the step training
+    ended on (the usual case: the final validation was the best), sparing a read of the file."""
+    from src.training.checkpoint import Trained
+
+    best_score = getattr(trainer.checkpoint_callback, "best_model_score", None)
+    if lit.best_val_step != trainer.global_step or best_score is None or float(best_score) != lit.best_val_loss:
+        return None
+    return Trained(lit.model.eval(), lit.tokenizer, dict(lit.hparams), trainer.global_step, lit.best_val_loss)
+
+
+def best_checkpoint(trainer: Any) -> str:
+    return getattr(trainer.checkpoint_callback, "best_model_path", "") if trainer.checkpoint_callback else ""
+
+
+def validated_loss(lit: Any) -> float | None:
+    """The best val loss, or None when the run never validated (its best is still infinite)."""
+    return lit.best_val_loss if math.isfinite(lit.best_val_loss) else None
+
+
+def write_result(cfg: DictConfig, trainer: Any, lit: Any, started: float) -> None:
+    """result.json (rank 0): what a sweep's summary reads, and what tells a rerun that the run is done."""
+    if not trainer.is_global_zero:
+        return
+    best = validated_loss(lit)
+    speed = next((c.overall for c in trainer.callbacks if isinstance(c, TokensPerSecond)), None)
+    heads = next((c.summary() for c in trainer.callbacks if isinstance(c, TrackHeads)), None)
+    record.write_result(
+        cfg.paths.output_dir,
+        {
+            "status": "ok" if best is not None else "not validated",
+            "best_val_loss": best,
+            "best_val_bpc": best / math.log(2) if best is not None else None,
+            "parameters": count_parameters(lit.model),
+            "tokens_per_sec": speed,
+            "steps": trainer.global_step,
+            "wall_seconds": time.time() - started,
+            "best_checkpoint": best_checkpoint(trainer),
+            "heads": heads,  # the last validation's head scores (src/training/heads.py), or None
+        },
+    )
+
+
+def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, started: float) -> float:
+    """result.json for sweeps, the best val loss, a sample from the best checkpoint, the explorer page."""
+    best, best_path = lit.best_val_loss, best_checkpoint(trainer)
+    if not trainer.is_global_zero:
+        return best
+    write_result(cfg, trainer, lit, started)
+    validated = validated_loss(lit) is not None
+    if validated and trainer.fast_dev_run:
+        log.info(f"fast_dev_run: val loss {best:.4f} over one batch; no checkpoint is written in this mode")
+    elif validated:
+        log.info(f"best val loss {best:.4f} -> {best_path}")
+    # What follows runs once, after training: its modules are imported here, not while the run starts.
+    from src.model.generation import sample_text
+    from src.training.checkpoint import load_trained
+
+    s = cfg.sample
+    trained = None  # best.ckpt, for the sample and the explorer page
+    if best_path and (s.max_new_tokens > 0 or cfg.explorer):
+        trained = in_memory_best(trainer, lit) or load_trained(best_path)
+    prompt = plan.prompts["sample"]
+    if s.max_new_tokens > 0:
+        model = trained.model if trained else lit.model.eval()
+        text = sample_text(
+            model, plan.tokenizer, prompt, s.max_new_tokens, s.temperature, s.top_k, s.top_p, seed=cfg.seed
+        )
+        log.info("sample:\n" + printable(text))  # the text's control characters escaped, not sent to the terminal
+    if cfg.explorer and best_path:  # the explorer wing: the model running in a web page
+        from src.explorer.page import write_explorer
+        from src.explorer.payload import split_excerpt
+
+        val = trainer.datamodule.splits["val"]  # the split this run validated on, as text for the page
+        excerpt = split_excerpt(val, plan.tokenizer.vocab, plan.corpus.source, 2000)
+        out = Path(cfg.paths.output_dir) / "explore.html"
+        page = write_explorer(Path(best_path), out, cfg.paths.data_dir, prompt, trained=trained, excerpt=excerpt)
+        log.info(f"see inside it: open {page.resolve().as_uri()}")
+    # A sweep says it once, for all its jobs (SweepSummary); fast_dev_run and logger=null write no events.
+    if not record.in_multirun() and any(isinstance(logger, TensorBoard) for logger in trainer.loggers):
+        log.info(f"watch it: {watch_command(cfg.paths.log_dir, cfg.paths.output_dir)}")
+    return best
+
+
+def raise_if_interrupted(cfg: DictConfig, trainer: Any, lit: Any, started: float) -> None:
+    """A stop signal during or after the last step: last.ckpt holds it, and the run is done."""
+    interrupt = next(c for c in trainer.callbacks if isinstance(c, GracefulInterrupt))
+    if interrupt.received:
+        write_result(cfg, trainer, lit, started)  # nothing left to resume
+        last = Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt"
+        raise TrainingInterrupted(interrupt.received, trainer.global_step, last)
+
+
+@contextmanager
+def stops_in_one_line(cfg: DictConfig, plan: preflight.Plan, trainer: Any) -> Iterator[None]:
+    """A run stopped by a signal, a lost DDP rank or a full disk ends in one line naming what is kept."""
+    run_dir = Path(cfg.paths.output_dir)
+    try:
+        yield
+    except TrainingInterrupted as stop:
+        if record.in_multirun():
+            raise  # the sweep stops, and says so once (sweeps.job.run_job)
+        status = exit_status(stop.signal_name)
+        if stop.step >= trainer.max_steps:
+            result = run_dir / "result.json"
+            fail(f"{stop}; training had ended, its result is in {result}; the sample after it was skipped", status)
+        if not (run_dir / "checkpoints" / "last.ckpt").is_file():
+            fail(f"{stop}: run the command again to start over", status=status)
+        resume = f"python -m src.train ckpt_path={run_dir}"
+        if stop.signal_name == "SIGUSR1":  # SLURM's pre-emption notice (the cluster wing)
+            from src.cluster.slurm import requeue_preempted, slurm_job
+
+            if slurm_job() is not None:
+                requeued = requeue_preempted(cfg.paths.log_dir, run_dir, resume, trainer.is_global_zero)
+                fail(f"{stop}; {requeued}", status)
+        fail(f"{stop}; resume with: {resume}", status=status)
+    except RuntimeError as err:
+        if trainer.world_size == 1:
+            raise
+        from src.cluster.ranks import lost_rank, peer_lost
+
+        if not peer_lost(err):
+            raise
+        fail(lost_rank(trainer, run_dir, err), status=1)
+    except OSError as err:  # a checkpoint's own message already says what it needed and what is kept
+        if err.errno not in preflight.DISK_FULL or isinstance(err, CheckpointWriteError):
+            raise
+        fail(preflight.disk_full(cfg, plan.tokenizer.vocab_size, run_dir, err))
