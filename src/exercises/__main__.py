@@ -87,7 +87,8 @@ def train(name: str, overrides: list[str]) -> int:
         env = {k: v for k, v in os.environ.items() if k != VARIABLE}
         env.update({VARIABLE: name} if who == "yours" else {})
         run_dir = runs / who
-        command = [sys.executable, "-m", "src.train", *TRAINING, "progress_bar=false", *overrides]
+        module = "src.exercises.run" if who == "yours" else "src.train"  # the wing swaps the learner's piece in
+        command = [sys.executable, "-m", module, *TRAINING, "progress_bar=false", *overrides]
         print(f"training with {'your' if who == 'yours' else 'the reference'} {name}: {shown(run_dir)}", flush=True)
         done = subprocess.run([*command, f"hydra.run.dir={run_dir}"], cwd=ROOT, env=env, capture_output=True, text=True)
         if done.returncode != 0:

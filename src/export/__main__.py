@@ -142,7 +142,7 @@ def run(cfg: DictConfig) -> Path:
     print("\n".join(describe(path, trained, chosen=cfg.ckpt_path is None)), file=sys.stderr)
     trained.model.float().eval()
     if cfg.format == "safetensors":
-        from src.training.exported import write_safetensors
+        from src.export.weights import write_safetensors
 
         write_atomically(out, lambda folder: write_safetensors(trained, folder))
     else:

@@ -336,10 +336,6 @@ def plan(cfg: DictConfig) -> Plan:
     check_values(cfg)
     check_accelerator(cfg.trainer)
     warn_slow_bfloat16(cfg)
-    if os.environ.get("SCRATCHGPT_EXERCISES"):  # a learner's pieces of the notes, swapped in (docs/learn.md)
-        from src.exercises import use_selected
-
-        use_selected(cfg.model.fused)
     resume, checkpoint = None, None
     if cfg.ckpt_path is not None:  # before the text: a missing or broken checkpoint is the first thing to say
         from src.training.checkpoint import find_checkpoint, read_checkpoint  # only a resumed run reads one

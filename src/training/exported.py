@@ -4,7 +4,7 @@
     <out>/config.json         {"format": "scratchgpt", "model": {...}, "vocabulary": "...", "step": N,
                                "best_val_loss": x, "optimizer": {...}, "data": {...}}
 
-Written by `python -m src.export format=safetensors` (src/export/). Our commands read the folder
+Written by `python -m src.export format=safetensors` (src/export/weights.py). Our commands read the folder
 wherever they read a checkpoint (`ckpt_path=<out>`): read_exported turns it back into the dict a
 training checkpoint holds, so the model, its tokenizer, the text it was scored on and its step are
 the same as in the checkpoint it came from.
@@ -14,36 +14,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from src.training.checkpoint import Trained
+from typing import Any
 
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
 FORMAT = "scratchgpt"
-
-
-def export_config(trained: Trained) -> dict[str, Any]:
-    """config.json: the model config, the vocabulary, the run's step and val loss, and the settings
-    the commands read back (the optimizer's, for a GPTModule; the text and its split, for evaluate)."""
-    hparams = trained.hparams
-    return {
-        "format": FORMAT,
-        "model": hparams["model"],
-        "vocabulary": "".join(trained.tokenizer.vocab),
-        "step": trained.global_step,
-        "best_val_loss": trained.best_val_loss,
-        **{key: hparams[key] for key in ("optimizer", "data") if key in hparams},
-    }
-
-
-def write_safetensors(trained: Trained, folder: Path) -> None:
-    from safetensors.torch import save_file
-
-    state = {name: tensor.detach().cpu().contiguous() for name, tensor in trained.model.state_dict().items()}
-    save_file(state, str(folder / WEIGHTS), metadata={"format": "pt"})
-    text = json.dumps(export_config(trained), indent=2, ensure_ascii=False)
-    (folder / CONFIG).write_text(text + "\n", encoding="utf-8")
 
 
 class ExportedFolderError(ValueError):

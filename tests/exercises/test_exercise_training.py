@@ -50,7 +50,7 @@ def test_the_reference_copied_in_trains_to_the_reference_val_loss(kind, learner,
     reference = tiny_run(learner / "reference" / "run", kind)
     for name in EXERCISES:
         write(name, solution=True)
-    monkeypatch.setenv("SCRATCHGPT_EXERCISES", ",".join(EXERCISES))
+    exercises.use(list(EXERCISES))  # as src.exercises.run does before it trains
     yours = tiny_run(learner / "yours" / "run", kind)
     # the run built its model from the learner's files: every piece is theirs until restore()
     assert src.model.attention.scaled_dot_product_attention.__module__ == "scratchgpt_exercise_attention"
