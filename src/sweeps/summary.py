@@ -20,6 +20,7 @@ from typing import Any
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
+from src.run.cli import sweep_points
 from src.run.record import name_of, read_result, same_job, swept_keys
 from src.run.rules import RunDirInUse
 from src.run.rundir import lock_run_dir
@@ -78,17 +79,14 @@ def other_jobs(config: DictConfig) -> list[tuple[int, str, str]]:
     """The jobs of a grid (Hydra's basic sweeper) whose directory holds another job: (number, its run
     name, this job's), unless overwrite=true. Found before the sweep starts; run_job refuses such a job
     of any other sweeper (Optuna's trials are drawn as it goes) when its turn comes."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-
     if not str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
         return []
     params = config.hydra.sweeper.get("params") or {}
     typed = [*(f"{k}={v}" for k, v in params.items()), *config.hydra.overrides.task]
     parsed = OverridesParser.create().parse_overrides(typed)
     swept = {o.get_key_element() for o in parsed if o.is_sweep_override()}
-    batches = BasicSweeper.split_arguments(parsed, None)
     other = []
-    for number, overrides in enumerate(job for batch in batches for job in batch):
+    for number, overrides in enumerate(sweep_points(typed)):  # the grid, in the basic sweeper's order
         record = read_result(Path(config.hydra.sweep.dir) / str(number))
         overwrite = any(o.lower() in ("overwrite=true", "+overwrite=true") for o in overrides)
         if record is not None and not overwrite and not same_job(record.get("overrides"), overrides):
