@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("src.sweeps.figure",),  # a sweep's summary.png, drawn from the analysis' numbers
     ("src.training",),  # the Lightning pieces: GPTModule, callbacks, checkpoints, optimizer
     ("src.explorer",),  # the explorer page: a checkpoint's model running in one HTML file
-    ("src.run.meeting",),  # torchrun's ranks meeting in its store: one run folder, a refusal heard by all
+    ("src.cluster",),  # the cluster wing: torchrun's ranks meeting, SLURM's requeue, a lost DDP rank
     ("src.run.record", "src.run.rundir"),  # a run's result.json and exit status; its folder, ranks and lock
     ("src.sweeps.resources",),  # a parallel sweep's jobs sharing the machine: threads, GPU slots
     ("src.sweeps.summary",),  # a multirun's main process: its start, its stop, its summary
@@ -43,9 +43,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("src.run.config",),  # the schemas and the value checks
     ("src.run.resume",),  # what a resumed run checks of its checkpoint
     ("src.run.preflight", "src.run.cli"),  # the checks before a run; what every command shares
+    ("src.run.finish", "src.run.reruns"),  # how a run ends, or stops, in one line; a command typed again
     ("src.run",),  # the harness' docstring: nothing to import
     # the commands
     ("src.train", "src.evaluate", "src.generate", "src.plot_attention", "src.explore", "src.export", "src.compare"),
+    ("src.exercises.run",),  # python -m src.train with the learner's pieces swapped in
     ("benchmarks",),
     ("src", "tests"),  # unknown modules sit on top, so that they are seen
 ]

@@ -10,7 +10,6 @@ an unparsable value, or a config the command's own check refuses, ends with noth
 from __future__ import annotations
 
 import copy
-import itertools
 import logging
 import os
 import sys
@@ -34,6 +33,7 @@ from src.model import checks
 from src.run import rundir  # noqa: F401  (registers the resolvers of the run's folder before any composing)
 from src.run.config import register
 from src.run.help import help_text
+from src.run.record import sweep_points
 from src.run.rules import one_line, positive_int
 
 if TYPE_CHECKING:
@@ -229,19 +229,6 @@ def null_group(overrides: list[str]) -> str | None:
             removable = " or ~logger to train without TensorBoard" if group == "logger" else ""
             return f"{group}=null: a config group takes one of its options: {', '.join(options(group))}{removable}"
     return None
-
-
-def sweep_points(overrides: list[str]) -> list[list[str]]:
-    """Every combination a basic multirun would launch (`a=1,2 b=3,4` gives four)."""
-    parsed = OverridesParser.create().parse_overrides(overrides)
-    choices = []
-    for o in parsed:
-        try:
-            values = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.value()]
-            choices.append([f"{o.get_key_element()}={v}" for v in values] if o.is_sweep_override() else [o.input_line])
-        except HydraException:  # a search space (an Optuna interval): its sweeper draws the values
-            choices.append([o.input_line])
-    return [list(point) for point in itertools.product(*choices)]
 
 
 def is_plain_value(override: Override) -> bool:

@@ -7,6 +7,7 @@ a resume, a sweep's rerun and its summary read it back.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
@@ -133,3 +135,16 @@ def saved_overrides(run_dir: Path) -> list[str] | None:
         return [str(o) for o in OmegaConf.load(saved)] if saved.is_file() else None
     except (OSError, ValueError):
         return None
+
+
+def sweep_points(overrides: list[str]) -> list[list[str]]:
+    """Every combination a basic multirun would launch (`a=1,2 b=3,4` gives four)."""
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    choices = []
+    for o in parsed:
+        try:
+            values = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.value()]
+            choices.append([f"{o.get_key_element()}={v}" for v in values] if o.is_sweep_override() else [o.input_line])
+        except HydraException:  # a search space (an Optuna interval): its sweeper draws the values
+            choices.append([o.input_line])
+    return [list(point) for point in itertools.product(*choices)]
