@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override, OverrideType
+from hydra.core.override_parser.types import OverrideType
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
@@ -231,50 +231,6 @@ def null_group(overrides: list[str]) -> str | None:
     return None
 
 
-def is_plain_value(override: Override) -> bool:
-    """`model.num_heads=5`: a value Hydra sets after composing, choosing no config file."""
-    key = override.key_or_group
-    return (
-        override.type == OverrideType.CHANGE
-        and override.package is None
-        and key.split(".")[0] != "hydra"
-        and "/" not in key
-        and not (CONFIG_DIR / Path(*key.split("."))).is_dir()  # `trainer=gpu` chooses a file
-    )
-
-
-@contextmanager
-def point_composer(config_name: str) -> Iterator[Callable[[list[str]], DictConfig]]:
-    """compose(point) for the points of a sweep, each distinct choice of config files composed once.
-
-    A full compose reads and merges ~27 config files (its time: BENCHMARKS.md, "Start-up"); sweep
-    points mostly differ in plain values, which Hydra itself applies after composing with
-    OmegaConf.update. So a point is its configs' composition (cached) plus its values, the same
-    config Hydra's launch gives it; a point that this cannot apply (a new key, a wrong type) is
-    composed in full, so that its error is Hydra's own.
-    """
-    parser = OverridesParser.create()
-    composed: dict[tuple[str, ...], DictConfig] = {}
-    with composer(config_name) as compose_one:
-
-        def compose_point(point: list[str]) -> DictConfig:
-            try:
-                overrides = parser.parse_overrides(point)
-                plain = [is_plain_value(o) for o in overrides]
-                values = [o for o, p in zip(overrides, plain, strict=True) if p]
-                files = tuple(o.input_line for o, p in zip(overrides, plain, strict=True) if not p)
-                if files not in composed:
-                    composed[files] = compose_one(list(files))
-                cfg = copy.deepcopy(composed[files])
-                for o in values:
-                    OmegaConf.update(cfg, o.key_or_group, o.value(), merge=True)
-                return cfg
-            except (HydraException, OmegaConfBaseException):
-                return compose_one(point)
-
-        yield compose_point
-
-
 Check = Callable[[DictConfig, list[str]], Any]
 
 
@@ -346,7 +302,7 @@ def check_command_line(
         points = sweep_points(overrides)
     except HydraException as err:  # `model.num_heads=1,2,`: as a single run's typo is said
         fail(explain(err, config_name, overrides))
-    with point_composer(config_name) as compose_point:
+    with composer(config_name) as compose_point:  # each point as Hydra composes it
         for number, point in enumerate(points):
             try:
                 check_choices(point)

@@ -4,13 +4,12 @@ import math
 from pathlib import Path
 
 import pytest
-from hydra.errors import HydraException
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from src.data.datamodule import TextDataModule
 from src.model import build_model
-from src.run.cli import CONFIG_DIR, compose, composer, point_composer
+from src.run.cli import CONFIG_DIR, compose
 
 
 def options(group: str) -> list[str]:
@@ -70,41 +69,6 @@ def test_callbacks_logger_and_datamodule_instantiate(tmp_path):
     dm = instantiate(cfg.data, context_window=cfg.model.context_window)
     assert isinstance(dm, TextDataModule)
     assert dm.context_window == cfg.model.context_window
-
-
-SWEEP_POINTS = [
-    ["model.num_heads=3", "model.embedding_dim=60", "trainer.max_steps=300"],
-    ["model.num_heads=5", "model.embedding_dim=30", "trainer.max_steps=300"],
-    ["model.dropout=0", "optimizer.lr=3e-4", "sample.prompt=${model.kind}"],  # int to float; interpolation
-    ["experiment=nanogpt_cpu", "model.num_layers=2"],  # a file, then a value inside it
-    ["model=seed", "model.output_projection=false", "seed=3"],
-    ["trainer=cpu", "trainer.max_steps=7", "+trainer.profiler=simple"],  # an added key: composed in full
-    ["sample.prompt='O Romeo, Romeo!'", "~callbacks.attention_maps", "data.val_batch_size=null"],  # quoted; deleted
-]
-
-
-def test_sweep_points_compose_as_hydra_composes_them():
-    """The sweep pre-check's shortcut (each choice of files composed once, values applied after)
-    gives every point exactly the config a full compose gives it."""
-    with point_composer("train") as shortcut:
-        fast = [shortcut(point) for point in SWEEP_POINTS]
-    with composer("train") as full:
-        slow = [full(point) for point in SWEEP_POINTS]
-    for point, a, b in zip(SWEEP_POINTS, fast, slow, strict=True):
-        assert OmegaConf.to_yaml(a) == OmegaConf.to_yaml(b), point
-        assert OmegaConf.is_struct(a)
-    assert fast[-2].trainer.profiler == "simple" and fast[-2].trainer.max_steps == 7
-    assert fast[-1].sample.prompt == "O Romeo, Romeo!" and "attention_maps" not in fast[-1].callbacks
-
-
-def test_a_sweep_point_the_shortcut_cannot_apply_fails_as_hydra_fails():
-    errors = []
-    for compose_with in (point_composer, composer):
-        with compose_with("train") as compose_point, pytest.raises(HydraException) as refused:
-            compose_point(["model.num_heads=2", "model.embedding_dim=two"])
-        errors.append((type(refused.value), str(refused.value), str(refused.value.__cause__)))
-    assert errors[0] == errors[1]
-    assert "could not be converted to Integer" in errors[0][2]
 
 
 def test_the_preset_switches_every_option_to_the_notes():
