@@ -4,6 +4,7 @@ after pre-emption resumes its run, and a new run into a folder that holds anothe
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -74,10 +75,9 @@ def continue_run(argv: list[str]) -> list[str]:
 
 def requeued_run(log_dir: str | Path) -> str | None:
     """The run a pre-empted SLURM job noted, when SLURM started this job again (src/cluster/slurm.py)."""
-    from src.cluster.slurm import requeued_run, slurm_job
-
-    if slurm_job() is None:
+    if "SLURM_JOB_ID" not in os.environ:
         return None
+    from src.cluster.slurm import requeued_run, slurm_job
     run = requeued_run(log_dir)
     if run is not None:
         print(f"SLURM requeued job {slurm_job()}: resuming its run {run}", file=sys.stderr)
