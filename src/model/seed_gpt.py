@@ -89,9 +89,9 @@ class SeedGPT(CausalLanguageModel):
         self.attention = MultiHeadAttention(
             d,
             cfg.num_heads,
-            output_projection=cfg.output_projection,
+            cfg.num_kv_heads,
             fused=cfg.fused,
-            num_kv_heads=cfg.num_kv_heads,
+            output_projection=cfg.output_projection,
             qk_norm=cfg.qk_norm,
             rotary=rotary,
             smeared_keys=cfg.smeared_keys,

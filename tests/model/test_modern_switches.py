@@ -200,7 +200,7 @@ def test_qk_norm_bounds_the_scores():
     row = weights[0, :, -1]  # the last query sees all 10 keys
     ratio = row.max(-1).values / row.min(-1).values
     assert ratio.max() <= math.exp(2 * math.sqrt(d_k)) + 1e-3  # scores within [-sqrt(d_k), sqrt(d_k)]
-    attention.q_norm = attention.k_norm = None  # the same weights without QK-norm: the softmax saturates
+    attention.q_norm = attention.k_norm = torch.nn.Identity()  # the same weights without QK-norm: the softmax saturates
     assert attention(X, need_weights=True)[1][0, :, -1].min() < 1e-6
 
 
