@@ -14,7 +14,7 @@ from src.model.attention import MultiHeadAttention, causal_mask, softmax
 from src.model.generation import generate
 from src.model.layers import MLP, RMSNorm, relu2, silu, softcap
 from src.model.rotary import Rotary
-from tests.model.tiny_models import ALL_SWITCHES, VOCAB, tiny_model
+from tests.model.tiny_models import ALL_SWITCHES, SEED_OPTIONS, VOCAB, seed_switches, tiny_model
 
 # Every switch alone, then all at once; the seed model takes those that fit one attention layer.
 SWITCHES = {
@@ -31,7 +31,6 @@ SWITCHES = {
     "smeared-keys": {"smeared_keys": True},
     "all": ALL_SWITCHES,
 }
-SEED_OPTIONS = {"positional", "norm", "qk_norm", "num_kv_heads", "logit_softcap", "smeared_keys"}
 CASES = [("gpt", name) for name in SWITCHES] + [  # (kind, switch)
     ("seed", name) for name, switch in SWITCHES.items() if set(switch) <= SEED_OPTIONS
 ]
@@ -51,7 +50,7 @@ def switched(kind: str, name: str, fused: bool = False, spread: float = 0.0) -> 
     gains, tables and value embeddings are not at their (uninformative) initial values."""
     switch = dict(SWITCHES[name])
     if kind == "seed":  # 8 x 12, 3 heads: d_head 4; GQA needs a k that divides 3
-        switch = {k: (1 if k == "num_kv_heads" else v) for k, v in switch.items() if k in SEED_OPTIONS}
+        switch = seed_switches(switch)
     model = tiny_model(kind, fused, **switch)
     if spread:
         g = torch.Generator().manual_seed(5)
