@@ -20,6 +20,8 @@ Three of today's changes sit in MultiHeadAttention, each off by default:
     value embedding        V = X W_V + E_V[token]: a per-layer table added to the values
     smeared keys           k'_j = sigmoid(alpha_h) k_j + (1 - sigmoid(alpha_h)) k_{j-1}, k'_0 = k_0:
                            each key also carries the previous position's key (smear_keys, below)
+    sliding window w       M[i, j] = -inf also where j <= i - w: query i sees keys i-w+1 .. i only
+                           (causal_mask, below; Mistral, Gemma 2's local layers)
 """
 
 from __future__ import annotations
@@ -30,18 +32,30 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from src.model.checks import heads_divide, kv_heads_divide
+from src.model.checks import heads_divide, kv_heads_divide, positive_int
 from src.model.kv_cache import KVCache
 from src.model.layers import RMSNorm
 from src.model.rotary import Rotary
 
 
-def causal_mask(T: int, device: torch.device | str | None = None) -> Tensor:
+def causal_mask(T: int, device: torch.device | str | None = None, window: int | None = None) -> Tensor:
     """Bool mask of shape (1, 1, T, T), True above the diagonal: position i may not see j > i.
 
-    The two leading ones broadcast over (batch, heads).
+    With a sliding window w, also True where j <= i - w: query i sees only keys i-w+1 .. i (the last
+    w positions, its own included). The two leading ones broadcast over (batch, heads).
     """
-    return torch.ones(T, T, dtype=torch.bool, device=device).triu(diagonal=1).view(1, 1, T, T)
+    ones = torch.ones(T, T, dtype=torch.bool, device=device)
+    mask = ones.triu(diagonal=1)  # j > i: the future
+    if window is not None:
+        mask = mask | ones.tril(diagonal=-window)  # j <= i - w: older than the window
+    return mask.view(1, 1, T, T)
+
+
+def check_attention_window(window: int | None) -> None:
+    """The sliding window's limit, for the attention and both models' configs: w >= 1, or None."""
+    if window is not None:
+        fix = "each query sees its last w positions (itself included); null lets it see every earlier one"
+        positive_int("model.attention_window", window, fix)
 
 
 def softmax(scores: Tensor, dim: int = -1) -> Tensor:
@@ -189,14 +203,16 @@ class MultiHeadAttention(nn.Module):
         qk_norm: bool = False,
         rotary: Rotary | None = None,
         smeared_keys: bool = False,
+        window: int | None = None,  # query i sees keys i-w+1 .. i; None: every earlier key
     ):
         super().__init__()
         heads_divide(d_model, num_heads)
+        check_attention_window(window)
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         kv_heads_divide(num_heads, num_kv_heads)
         self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
         self.num_kv_heads = num_kv_heads
-        self.dropout, self.fused = dropout, fused
+        self.dropout, self.fused, self.window = dropout, fused, window
         d_kv = num_kv_heads * self.d_head  # = d_model without GQA
         self.W_Q = _init_projection(d_model, d_model)
         self.W_K = _init_projection(d_model, d_kv)
@@ -266,11 +282,12 @@ class MultiHeadAttention(nn.Module):
         if cache is not None:
             K, V = cache.update(layer, K, V)  # (B, k, T_k, d_head): all positions so far, keys unsmeared
         K = smear_keys(K, self.smear)  # smeared keys: k'_j = s k_j + (1 - s) k_{j-1}, after RoPE and the cache
-        mask = causal_mask(K.shape[2], X.device)[..., start:, :]  # (1, 1, T, T_k): the new queries' rows of M
+        mask = causal_mask(K.shape[2], X.device, self.window)[..., start:, :]  # (1, 1, T, T_k): new rows of M
 
         if self.fused and not need_weights:  # PyTorch's kernel: the same numbers, no weights
             dropout = self.dropout if self.training else 0.0
-            context, weights = fused_attention(Q, K, V, mask, dropout, square=start == 0), None
+            square = start == 0 and self.window is None  # the plain causal mask: the kernel's own
+            context, weights = fused_attention(Q, K, V, mask, dropout, square), None
         else:  # the notes' steps: Q K^T / sqrt(d_k), -inf where M, softmax, weights V
             K, V = self.share_kv_heads(K), self.share_kv_heads(V)  # (B, h, T_k, d_head)
             context, weights = scaled_dot_product_attention(Q, K, V, mask, self.dropout, self.training)

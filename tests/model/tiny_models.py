@@ -17,6 +17,7 @@ ALL_SWITCHES = {
     "logit_softcap": 3.0,
     "value_embeddings": True,
     "smeared_keys": True,
+    "attention_window": 3,
 }
 SEED_OPTIONS = {f.name for f in fields(SeedGPTConfig)}
 
