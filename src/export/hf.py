@@ -19,20 +19,22 @@ approximated; the differences are bookkeeping:
 
 The character tokenizer becomes a `tokenizers` WordLevel model over single characters, which
 PreTrainedTokenizerFast loads. The seed model (one attention layer, no residual stream, no MLP,
-optionally no W_O) has no GPT-2 equivalent and is refused, as is every option of NOT_IN_GPT2
-(RoPE, RMSNorm, other activations, Q/K norm, a logit cap, value embeddings, smeared keys) and shared
-K/V heads.
+optionally no W_O) has no GPT-2 equivalent and is refused, as is every option of GPTConfig that
+GPT-2 cannot hold at a value other than its default (RoPE, RMSNorm, other activations, Q/K norm, a
+logit cap, value embeddings, smeared keys, and any option added since: check_gpt2 reads the config's
+fields) and shared K/V heads.
 """
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from src.model.gpt import GPT
+from src.model.gpt import GPT, GPTConfig
 from src.model.layers import SinusoidalPositionalEncoding
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
@@ -42,16 +44,34 @@ class NotExportable(ValueError):
     """A model option GPT-2 cannot express; the message names it."""
 
 
-# Our options GPT-2 has no place for: (option, the value GPT-2 needs, why).
-NOT_IN_GPT2 = (
-    ("positional", ("sinusoidal", "learned"), "GPT-2 adds a table of positions to X; rope rotates Q and K instead"),
-    ("norm", ("layer",), "GPT-2's norms are LayerNorms"),
-    ("activation", ("gelu",), "GPT-2's MLP is one GELU layer"),
-    ("qk_norm", (False,), "GPT-2 does not normalise Q and K"),
-    ("logit_softcap", (None,), "GPT-2's logits are not capped"),
-    ("value_embeddings", (False,), "GPT-2's values read only the residual stream"),
-    ("smeared_keys", (False,), "GPT-2's key at position j is that position's alone, not mixed with j-1's"),
-)
+# The options GPT-2 holds at any value (sizes, dropout, biases, the tied head, the path, norm gains;
+# num_kv_heads is checked apart, below). Every other option of GPTConfig must keep its default, which
+# is GPT-2's, or a value of ALSO_GPT2: a new option of the model is refused here until it is listed.
+GPT2_HOLDS = {
+    "vocab_size",
+    "context_window",
+    "embedding_dim",
+    "num_heads",
+    "num_layers",
+    "mlp_ratio",
+    "dropout",
+    "bias",
+    "tie_weights",
+    "fused",
+    "norm_gain",
+    "num_kv_heads",
+}
+ALSO_GPT2 = {"positional": ("learned",)}
+# Why GPT-2 has no place for an option's other values; an option not named here: it has no such option.
+WHY_NOT_GPT2 = {
+    "positional": "GPT-2 adds a table of positions to X; rope rotates Q and K instead",
+    "norm": "GPT-2's norms are LayerNorms",
+    "activation": "GPT-2's MLP is one GELU layer",
+    "qk_norm": "GPT-2 does not normalise Q and K",
+    "logit_softcap": "GPT-2's logits are not capped",
+    "value_embeddings": "GPT-2's values read only the residual stream",
+    "smeared_keys": "GPT-2's key at position j is that position's alone, not mixed with j-1's",
+}
 
 
 def check_gpt2(hparams: dict[str, Any], what: str = "format=hf") -> None:
@@ -62,12 +82,13 @@ def check_gpt2(hparams: dict[str, Any], what: str = "format=hf") -> None:
             f"model={kind} cannot be exported as {what}: GPT-2 has no model with one attention layer "
             f"and no residual stream or MLP; use format=safetensors, or train model=gpt"
         )
-    for option, allowed, why in NOT_IN_GPT2:
-        value = hparams.get(option, allowed[0])
-        if value not in allowed:
+    for option in (f for f in fields(GPTConfig) if f.name not in GPT2_HOLDS):
+        value = hparams.get(option.name, option.default)
+        if value != option.default and value not in ALSO_GPT2.get(option.name, ()):
+            why = WHY_NOT_GPT2.get(option.name, "GPT-2 has no such option")
             raise NotExportable(
-                f"model.{option}={value} cannot be exported as {what} ({why}): use format=safetensors, "
-                f"or train with model.{option}={allowed[0]}"
+                f"model.{option.name}={value} cannot be exported as {what} ({why}): use format=safetensors, "
+                f"or train with model.{option.name}={option.default}"
             )
     kv_heads = hparams.get("num_kv_heads")
     if kv_heads is not None and kv_heads != hparams.get("num_heads"):

@@ -20,6 +20,8 @@ Three of today's changes sit in MultiHeadAttention, each off by default:
     value embedding        V = X W_V + E_V[token]: a per-layer table added to the values
     smeared keys           k'_j = sigmoid(alpha_h) k_j + (1 - sigmoid(alpha_h)) k_{j-1}, k'_0 = k_0:
                            each key also carries the previous position's key (smear_keys, below)
+    sliding window w       M[i, j] = -inf also where j <= i - w: query i sees keys i-w+1 .. i only
+                           (causal_mask, below; Mistral, Gemma 2's local layers)
 """
 
 from __future__ import annotations
@@ -30,18 +32,30 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from src.model.checks import heads_divide, kv_heads_divide
+from src.model.checks import heads_divide, kv_heads_divide, positive_int
 from src.model.kv_cache import KVCache
 from src.model.layers import RMSNorm
 from src.model.rotary import Rotary
 
 
-def causal_mask(T: int, device: torch.device | str | None = None) -> Tensor:
+def causal_mask(T: int, device: torch.device | str | None = None, window: int | None = None) -> Tensor:
     """Bool mask of shape (1, 1, T, T), True above the diagonal: position i may not see j > i.
 
-    The two leading ones broadcast over (batch, heads).
+    With a sliding window w, also True where j <= i - w: query i sees only keys i-w+1 .. i (the last
+    w positions, its own included). The two leading ones broadcast over (batch, heads).
     """
-    return torch.ones(T, T, dtype=torch.bool, device=device).triu(diagonal=1).view(1, 1, T, T)
+    ones = torch.ones(T, T, dtype=torch.bool, device=device)
+    mask = ones.triu(diagonal=1)  # j > i: the future
+    if window is not None:
+        mask = mask | ones.tril(diagonal=-window)  # j <= i - w: older than the window
+    return mask.view(1, 1, T, T)
+
+
+def check_attention_window(window: int | None) -> None:
+    """The sliding window's limit, for the attention and both models' configs: w >= 1, or None."""
+    if window is not None:
+        fix = "each query sees its last w positions (itself included); null lets it see every earlier one"
+        positive_int("model.attention_window", window, fix)
 
 
 def softmax(scores: Tensor, dim: int = -1) -> Tensor:
@@ -79,7 +93,7 @@ def scaled_dot_product_attention(
     return context, weights
 
 
-def smear_keys(K: Tensor, alpha: Tensor) -> Tensor:
+def smear_keys(K: Tensor, alpha: Tensor | None) -> Tensor:
     """Smeared keys (Olsson et al. 2022, "In-context learning and induction heads"):
 
         k'_j = sigmoid(alpha_h) k_j + (1 - sigmoid(alpha_h)) k_{j-1},   k'_0 = k_0
@@ -87,8 +101,11 @@ def smear_keys(K: Tensor, alpha: Tensor) -> Tensor:
     one learned scalar alpha_h per key head. A query that matches the previous position's part
     of k'_j finds the position whose predecessor equals its own token, so one attention layer can
     be an induction head without a previous-token head below it. Mixing keys j and j-1 looks
-    only backwards, so the causal mask still holds. K: (B, k, T, d_head), alpha: (k,).
+    only backwards, so the causal mask still holds. K: (B, k, T, d_head), alpha: (k,), or None
+    (the option off): K as it is.
     """
+    if alpha is None:
+        return K
     s = torch.sigmoid(alpha).view(1, -1, 1, 1)  # (1, k, 1, 1), in (0, 1)
     K_before = torch.cat([K[:, :, :1], K[:, :, :-1]], dim=2)  # k_{j-1}; k_{-1} := k_0 gives k'_0 = k_0
     return s * K + (1 - s) * K_before  # (B, k, T, d_head)
@@ -143,50 +160,89 @@ class SingleHeadSelfAttention(nn.Module):
         return out, weights
 
 
+class Unrotated(nn.Module):
+    """The positions step when nothing turns Q and K (sinusoidal or learned positions were added to X)."""
+
+    def forward(self, x: Tensor, start: int = 0) -> Tensor:
+        return x
+
+
+def fused_attention(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor, dropout: float, square: bool) -> Tensor:
+    """The fused path: F.scaled_dot_product_attention computes the plain path's context in one kernel,
+    without the weights. Q: (B, h, T, d_head); K, V: (B, k, T_k, d_head), k <= h (the kernel shares
+    the k heads itself, enable_gqa); mask: True where a query may NOT attend. `square`: the mask is
+    the plain causal (T, T) one, which the kernel builds itself (is_causal, its fastest path)."""
+    gqa = K.shape[1] != Q.shape[1]
+    if square:
+        return F.scaled_dot_product_attention(Q, K, V, dropout_p=dropout, is_causal=True, enable_gqa=gqa)
+    return F.scaled_dot_product_attention(Q, K, V, attn_mask=~mask, dropout_p=dropout, enable_gqa=gqa)
+
+
 class MultiHeadAttention(nn.Module):
     """h causal heads in parallel, concatenated and projected by W_O.
 
     The heads are not separate modules: W_Q is (d_model, d_model) and its output is split into h
     slices of d_head = d_model / h columns by reshape + transpose. W_K and W_V are
     (d_model, k * d_head): k = num_kv_heads heads of keys and values (k = h unless GQA is asked for).
+
+    The options are composed here, once, so that `forward` is the notes' steps top to bottom: each
+    step is a module or a parameter that is the identity (or absent) when its option is off.
     """
 
     def __init__(
         self,
         d_model: int,
         num_heads: int,
-        dropout: float = 0.0,
-        bias: bool = False,
-        output_projection: bool = True,
-        fused: bool = False,
-        out_std: float = 0.02,
         num_kv_heads: int | None = None,
+        *,
+        dropout: float = 0.0,
+        fused: bool = False,
+        bias: bool = False,  # b_QKV, and b_O after W_O
+        output_projection: bool = True,  # W_O; the notes' smallest model goes without it
+        out_std: float = 0.02,  # the std of W_O's initial weights
         qk_norm: bool = False,
         rotary: Rotary | None = None,
         smeared_keys: bool = False,
+        window: int | None = None,  # query i sees keys i-w+1 .. i; None: every earlier key
     ):
         super().__init__()
         heads_divide(d_model, num_heads)
+        check_attention_window(window)
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         kv_heads_divide(num_heads, num_kv_heads)
         self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
         self.num_kv_heads = num_kv_heads
+        self.dropout, self.fused, self.window = dropout, fused, window
         d_kv = num_kv_heads * self.d_head  # = d_model without GQA
         self.W_Q = _init_projection(d_model, d_model)
         self.W_K = _init_projection(d_model, d_kv)
         self.W_V = _init_projection(d_model, d_kv)
         self.b_QKV = nn.Parameter(torch.zeros(3, d_model)) if bias else None
-        # W_O mixes what the heads found; the notes' smallest model can go without it.
         self.W_O = _init_projection(d_model, d_model, out_std) if output_projection else None
         self.b_O = nn.Parameter(torch.zeros(d_model)) if bias and output_projection else None
-        self.dropout = dropout
-        self.fused = fused
-        # One gain of d_head numbers for all query heads, one for all key heads (as in Qwen3, OLMo 2).
-        self.q_norm = RMSNorm(self.d_head, fused=fused) if qk_norm else None
-        self.k_norm = RMSNorm(self.d_head, fused=fused) if qk_norm else None
-        self.rotary = rotary  # shared by the layers; its tables are buffers, not parameters
+        # qk_norm: one gain of d_head numbers for all query heads, one for all key heads (as in Qwen3, OLMo 2).
+        self.q_norm = RMSNorm(self.d_head, fused=fused) if qk_norm else nn.Identity()
+        self.k_norm = RMSNorm(self.d_head, fused=fused) if qk_norm else nn.Identity()
+        self.rotary = Unrotated() if rotary is None else rotary  # RoPE: shared by the layers, its tables are buffers
         # alpha_h of the smeared keys, one per key head; 0 starts each key as half its own, half its predecessor's.
         self.smear = nn.Parameter(torch.zeros(num_kv_heads)) if smeared_keys else None
+
+    def project(self, X: Tensor, value_embedding: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """Q, K, V = X W_Q (+ b_Q), X W_K (+ b_K), X W_V (+ b_V) (+ E_V[tokens], the value embedding).
+
+        X: (B, T, d_model) -> Q (B, T, d_model), K and V (B, T, k d_head)."""
+        Q, K, V = X @ self.W_Q, X @ self.W_K, X @ self.W_V
+        if self.b_QKV is not None:
+            Q, K, V = Q + self.b_QKV[0], K + self.b_QKV[1], V + self.b_QKV[2]
+        if value_embedding is not None:
+            V = V + value_embedding
+        return Q, K, V
+
+    def project_out(self, context: Tensor) -> Tensor:
+        """The heads concatenated, (B, T, d_model), times W_O (+ b_O); as they are without W_O."""
+        if self.W_O is None:
+            return context
+        return context @ self.W_O if self.b_O is None else context @ self.W_O + self.b_O
 
     def split_heads(self, X: Tensor, num_heads: int | None = None) -> Tensor:
         """(B, T, n * d_head) -> (B, n, T, d_head); n = num_heads unless given."""
@@ -213,47 +269,26 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """X: (B, T, d_model) -> (out (B, T, d_model), weights (B, h, T, T_k) or None).
 
-        With a `cache`, X holds only the new positions; keys and values of earlier positions
-        come from the cache, so T_k = positions cached + T. `need_weights` forces the plain path.
-        value_embedding: E_V[tokens] (B, T, k * d_head), added to V, or None.
+        With a `cache`, X holds only the new positions start .. start + T - 1; the keys and values of
+        the earlier ones come from the cache, so T_k = start + T. `need_weights` forces the plain path.
+        value_embedding: E_V[tokens] (B, T, k d_head), added to V, or None.
         """
-        Q, K, V = X @ self.W_Q, X @ self.W_K, X @ self.W_V  # (B, T, d_model), (B, T, k d_head) twice
-        if self.b_QKV is not None:
-            Q, K, V = Q + self.b_QKV[0], K + self.b_QKV[1], V + self.b_QKV[2]
-        if value_embedding is not None:
-            V = V + value_embedding
+        start = 0 if cache is None else cache.length  # the position of X's first row
+        Q, K, V = self.project(X, value_embedding)  # (B, T, d_model), (B, T, k d_head) twice
         k = self.num_kv_heads
         Q, K, V = self.split_heads(Q), self.split_heads(K, k), self.split_heads(V, k)  # (B, h or k, T, d_head)
-        if self.q_norm is not None:
-            Q, K = self.q_norm(Q), self.k_norm(K)
-
-        start = 0 if cache is None else cache.length
-        if self.rotary is not None:  # position start + t turns Q and K by (start + t) theta_i
-            Q, K = self.rotary(Q, start), self.rotary(K, start)
+        Q, K = self.q_norm(Q), self.k_norm(K)  # qk_norm: RMSNorm of each head's q and k
+        Q, K = self.rotary(Q, start), self.rotary(K, start)  # RoPE: position m turns q, k by m theta_i
         if cache is not None:
-            K, V = cache.update(layer, K, V)  # (B, k, start + T, d_head): the cache keeps k heads
-        if self.smear is not None:  # after the cache, which keeps the unsmeared keys k_j, and after RoPE
-            K = smear_keys(K, self.smear)  # (B, k, T_k, d_head)
-        T, T_k = Q.shape[2], K.shape[2]
+            K, V = cache.update(layer, K, V)  # (B, k, T_k, d_head): all positions so far, keys unsmeared
+        K = smear_keys(K, self.smear)  # smeared keys: k'_j = s k_j + (1 - s) k_{j-1}, after RoPE and the cache
+        mask = causal_mask(K.shape[2], X.device, self.window)[..., start:, :]  # (1, 1, T, T_k): new rows of M
 
-        dropout = self.dropout if self.training else 0.0
-        if self.fused and not need_weights:
-            weights = None
-            gqa = k != self.num_heads  # the kernel shares the k heads itself
-            if start == 0:
-                context = F.scaled_dot_product_attention(Q, K, V, dropout_p=dropout, is_causal=True, enable_gqa=gqa)
-            else:  # new queries sit at positions start..T_k-1: all earlier keys are visible
-                allowed = ~causal_mask(T_k, X.device)[..., start:, :] if T > 1 else None
-                context = F.scaled_dot_product_attention(Q, K, V, attn_mask=allowed, dropout_p=dropout, enable_gqa=gqa)
-        else:
+        if self.fused and not need_weights:  # PyTorch's kernel: the same numbers, no weights
+            dropout = self.dropout if self.training else 0.0
+            square = start == 0 and self.window is None  # the plain causal mask: the kernel's own
+            context, weights = fused_attention(Q, K, V, mask, dropout, square), None
+        else:  # the notes' steps: Q K^T / sqrt(d_k), -inf where M, softmax, weights V
             K, V = self.share_kv_heads(K), self.share_kv_heads(V)  # (B, h, T_k, d_head)
-            mask = causal_mask(T_k, X.device)[..., start:, :]  # the rows of the new positions
-            context, weights = scaled_dot_product_attention(Q, K, V, mask, dropout, self.training)
-        # context: (B, h, T, d_head)
-
-        out = self.merge_heads(context)  # (B, T, d_model)
-        if self.W_O is not None:
-            out = out @ self.W_O
-            if self.b_O is not None:
-                out = out + self.b_O
-        return out, weights
+            context, weights = scaled_dot_product_attention(Q, K, V, mask, self.dropout, self.training)
+        return self.project_out(self.merge_heads(context)), weights  # (B, h, T, d_head) -> (B, T, d_model)

@@ -19,6 +19,7 @@ off by default, and each is written beside its formula where it acts:
     model.value_embeddings=true V = X W_V + E_V[tokens], one table E_V per layer (Block, below)
     model.smeared_keys=true     k'_j = sigmoid(alpha_h) k_j + (1 - sigmoid(alpha_h)) k_{j-1}
                                 (Olsson et al. 2022: one layer can be an induction head)  attention.py
+    model.attention_window=w    query i sees keys i-w+1 .. i only (sliding window)  attention.py
 
 mlp_ratio=0 leaves the MLP out: an attention-only transformer, X_l = X_{l-1} + Attention(LN(X_{l-1})),
 the classic setting in which induction heads are studied (docs/heads.md).
@@ -33,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from src.model.attention import MultiHeadAttention
+from src.model.attention import MultiHeadAttention, check_attention_window
 from src.model.checks import (
     choice,
     dropout,
@@ -74,6 +75,7 @@ class GPTConfig:
     logit_softcap: float | None = None  # c: logits = c tanh(z / c); null = no cap
     value_embeddings: bool = False  # V = X W_V + E_V[tokens], a table E_V per layer
     smeared_keys: bool = False  # k'_j = sigmoid(a_h) k_j + (1 - sigmoid(a_h)) k_{j-1}, a learned a_h per head
+    attention_window: int | None = None  # w: query i sees keys i-w+1 .. i; null = all earlier keys
 
     def __post_init__(self) -> None:
         positive_int("vocab_size", self.vocab_size)
@@ -88,6 +90,7 @@ class GPTConfig:
         if self.num_kv_heads is not None:
             kv_heads_divide(self.num_heads, self.num_kv_heads, self.bias)
         logit_softcap(self.logit_softcap)
+        check_attention_window(self.attention_window)
         if self.positional == "rope":
             rope_fits(self.embedding_dim // self.num_heads)
 
@@ -103,14 +106,15 @@ class Block(nn.Module):
         self.attention = MultiHeadAttention(
             d,
             cfg.num_heads,
-            cfg.dropout,
-            cfg.bias,
+            cfg.num_kv_heads,
+            dropout=cfg.dropout,
             fused=cfg.fused,
+            bias=cfg.bias,
             out_std=out_std,
-            num_kv_heads=cfg.num_kv_heads,
             qk_norm=cfg.qk_norm,
             rotary=rotary,
             smeared_keys=cfg.smeared_keys,
+            window=cfg.attention_window,
         )
         self.residual_dropout = nn.Dropout(cfg.dropout)
         self.mlp = None  # mlp_ratio 0, attention-only: no MLP and no norm before it

@@ -21,7 +21,8 @@ with AdamW at an ordinary rate; `experiment=notes_recipe` switches all four to t
 
 The switches of today's models that apply to one attention layer work here too, as in the GPT
 (src/model/gpt.py): positional=rope, norm=rms (ln_affine then decides its gain), qk_norm,
-num_kv_heads, logit_softcap and smeared_keys (with which this one layer can be an induction head).
+num_kv_heads, logit_softcap, smeared_keys (with which this one layer can be an induction head) and
+attention_window.
 It has no MLP, so no activation, and no residual stream, so no value embeddings.
 """
 
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from src.model.attention import MultiHeadAttention
+from src.model.attention import MultiHeadAttention, check_attention_window
 from src.model.checks import choice, heads_divide, kv_heads_divide, logit_softcap, positional, positive_int, rope_fits
 from src.model.kv_cache import KVCache
 from src.model.language_model import CausalLanguageModel
@@ -59,6 +60,7 @@ class SeedGPTConfig:
     num_kv_heads: int | None = None
     logit_softcap: float | None = None
     smeared_keys: bool = False  # k'_j = sigmoid(a_h) k_j + (1 - sigmoid(a_h)) k_{j-1}, a learned a_h per head
+    attention_window: int | None = None  # w: query i sees keys i-w+1 .. i; null = all earlier keys
 
     def __post_init__(self) -> None:
         positive_int("vocab_size", self.vocab_size)
@@ -70,6 +72,7 @@ class SeedGPTConfig:
         if self.num_kv_heads is not None:
             kv_heads_divide(self.num_heads, self.num_kv_heads)
         logit_softcap(self.logit_softcap)
+        check_attention_window(self.attention_window)
         if self.positional == "rope":
             rope_fits(self.embedding_dim // self.num_heads)
 
@@ -89,12 +92,13 @@ class SeedGPT(CausalLanguageModel):
         self.attention = MultiHeadAttention(
             d,
             cfg.num_heads,
-            output_projection=cfg.output_projection,
+            cfg.num_kv_heads,
             fused=cfg.fused,
-            num_kv_heads=cfg.num_kv_heads,
+            output_projection=cfg.output_projection,
             qk_norm=cfg.qk_norm,
             rotary=rotary,
             smeared_keys=cfg.smeared_keys,
+            window=cfg.attention_window,
         )
         self.W_out = nn.Parameter(torch.randn(d, cfg.vocab_size) * 0.02)
         self.b_out = nn.Parameter(torch.zeros(cfg.vocab_size))

@@ -13,7 +13,7 @@ from src.model.generation import next_token_distribution
 from src.training.checkpoint import load_trained
 from tests.explorer.browser import chromium, open_page, show, write_checkpoint
 from tests.helpers import run_cli
-from tests.model.tiny_models import ALL_SWITCHES
+from tests.model.tiny_models import ALL_SWITCHES, seed_switches
 
 ASCII = sorted(set("First Citizen:\nBefore we proceed any further, hear me speak.\n"))
 CJK_EMOJI = list("ab \n春夏秋冬山水😀🎉")
@@ -71,12 +71,7 @@ MODELS = {
         "context_window": 8,
         "embedding_dim": 12,
         "num_heads": 3,
-        "positional": "rope",
-        "norm": "rms",
-        "qk_norm": True,
-        "num_kv_heads": 1,
-        "logit_softcap": 2.0,
-        "smeared_keys": True,
+        **seed_switches(ALL_SWITCHES),  # every switch the seed model has
     },
 }
 

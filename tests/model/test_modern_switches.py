@@ -1,5 +1,6 @@
-"""Today's switches (RoPE, RMSNorm, ReLU²/SwiGLU, QK-norm, GQA, logit soft-capping, value
-embeddings, smeared keys): each formula against an independent reference, plain == fused, the KV cache, refusals."""
+"""Today's switches (RoPE, RMSNorm, ReLU²/SwiGLU, QK-norm, GQA, logit soft-capping, value embeddings,
+smeared keys, a sliding window): each formula against an independent reference, plain == fused, the KV
+cache, refusals."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import torch.nn.functional as F
 from src.model import GPT, GPTConfig, SeedGPTConfig, build_model
 from src.model.attention import MultiHeadAttention, causal_mask, softmax
 from src.model.generation import generate
+from src.model.kv_cache import KVCache
 from src.model.layers import MLP, RMSNorm, relu2, silu, softcap
 from src.model.rotary import Rotary
-from tests.model.tiny_models import ALL_SWITCHES, VOCAB, tiny_model
+from tests.model.tiny_models import ALL_SWITCHES, SEED_OPTIONS, VOCAB, seed_switches, tiny_model
 
 # Every switch alone, then all at once; the seed model takes those that fit one attention layer.
 SWITCHES = {
@@ -29,9 +31,9 @@ SWITCHES = {
     "softcap": {"logit_softcap": 2.0},
     "value-embeddings": {"value_embeddings": True},
     "smeared-keys": {"smeared_keys": True},
+    "window": {"attention_window": 3},
     "all": ALL_SWITCHES,
 }
-SEED_OPTIONS = {"positional", "norm", "qk_norm", "num_kv_heads", "logit_softcap", "smeared_keys"}
 CASES = [("gpt", name) for name in SWITCHES] + [  # (kind, switch)
     ("seed", name) for name, switch in SWITCHES.items() if set(switch) <= SEED_OPTIONS
 ]
@@ -51,7 +53,7 @@ def switched(kind: str, name: str, fused: bool = False, spread: float = 0.0) -> 
     gains, tables and value embeddings are not at their (uninformative) initial values."""
     switch = dict(SWITCHES[name])
     if kind == "seed":  # 8 x 12, 3 heads: d_head 4; GQA needs a k that divides 3
-        switch = {k: (1 if k == "num_kv_heads" else v) for k, v in switch.items() if k in SEED_OPTIONS}
+        switch = seed_switches(switch)
     model = tiny_model(kind, fused, **switch)
     if spread:
         g = torch.Generator().manual_seed(5)
@@ -200,7 +202,7 @@ def test_qk_norm_bounds_the_scores():
     row = weights[0, :, -1]  # the last query sees all 10 keys
     ratio = row.max(-1).values / row.min(-1).values
     assert ratio.max() <= math.exp(2 * math.sqrt(d_k)) + 1e-3  # scores within [-sqrt(d_k), sqrt(d_k)]
-    attention.q_norm = attention.k_norm = None  # the same weights without QK-norm: the softmax saturates
+    attention.q_norm = attention.k_norm = torch.nn.Identity()  # the same weights without QK-norm: the softmax saturates
     assert attention(X, need_weights=True)[1][0, :, -1].min() < 1e-6
 
 
@@ -269,6 +271,89 @@ def test_smeared_keys_with_sigmoid_alpha_one_are_todays_keys(kind):
         for name in smear:
             state[name].fill_(40.0)
     torch.testing.assert_close(today(idx)[0], smeared(idx)[0], atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("num_kv_heads", [4, 2])
+def test_a_sliding_window_is_the_causal_mask_without_the_keys_older_than_w(num_kv_heads):
+    """Written head by head: query i attends to keys i-w+1 .. i only; plain and fused paths alike."""
+    torch.manual_seed(0)
+    d, h, T, w = 16, 4, 9, 3
+    attention = MultiHeadAttention(d, h, num_kv_heads, window=w)
+    X = torch.randn(2, T, d)
+    d_head, group = d // h, h // num_kv_heads
+    Q, K, V = X @ attention.W_Q, X @ attention.W_K, X @ attention.W_V
+    i, j = torch.arange(T).view(T, 1), torch.arange(T).view(1, T)
+    mask = (j > i) | (j < i - w + 1)  # the future, and keys older than the window
+    contexts = []
+    for head in range(h):
+        q = Q[..., head * d_head : (head + 1) * d_head]
+        s = head // group
+        k, v = K[..., s * d_head : (s + 1) * d_head], V[..., s * d_head : (s + 1) * d_head]
+        weights = softmax((q @ k.transpose(-2, -1) / math.sqrt(d_head)).masked_fill(mask, float("-inf")))
+        contexts.append(weights @ v)
+    expected = torch.cat(contexts, dim=-1) @ attention.W_O
+    out, weights = attention(X)
+    torch.testing.assert_close(out, expected, atol=1e-6, rtol=0)
+    assert torch.all(weights[..., mask] == 0) and torch.all(weights[..., ~mask] > 0)
+    attention.fused = True
+    torch.testing.assert_close(attention(X)[0], expected, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_a_key_outside_the_window_changes_nothing_for_the_query(fused):
+    """Change the input at position p: queries p .. p+w-1 see it, queries from p+w on do not."""
+    torch.manual_seed(0)
+    T, w, p = 10, 4, 2
+    attention = MultiHeadAttention(16, 4, window=w, fused=fused)
+    X = torch.randn(1, T, 16)
+    changed = X.clone()
+    changed[:, p] += 1.0
+    before, after = attention(X)[0], attention(changed)[0]
+    assert not torch.allclose(before[:, p + w - 1], after[:, p + w - 1])  # the last query whose window holds p
+    torch.testing.assert_close(before[:, p + w :], after[:, p + w :], atol=0, rtol=0)
+
+
+def test_a_model_with_a_window_does_not_see_tokens_older_than_it(kind):
+    """Each layer reaches w - 1 positions further back: the seed model's prediction at i reads tokens
+    i-w+1 .. i only, the GPT's (2 layers) tokens i-2(w-1) .. i."""
+    w, p = 3, 1
+    model = tiny_model(kind, attention_window=w).eval()
+    reach = model.num_layers * (w - 1)
+    idx = torch.randint(0, VOCAB, (2, model.context_window), generator=torch.Generator().manual_seed(1))
+    changed = idx.clone()
+    changed[:, p] = (idx[:, p] + 1) % VOCAB
+    before, after = model(idx)[0], model(changed)[0]
+    assert not torch.allclose(before[:, p + reach], after[:, p + reach])
+    torch.testing.assert_close(before[:, p + reach + 1 :], after[:, p + reach + 1 :], atol=0, rtol=0)
+
+
+def test_a_window_as_long_as_the_context_is_no_window(kind):
+    today = tiny_model(kind)
+    T = today.context_window
+    idx = torch.randint(0, VOCAB, (2, T))
+    for w in (T, T + 5):
+        windowed = tiny_model(kind, attention_window=w)
+        assert torch.equal(today(idx)[0], windowed(idx)[0])  # the plain path: the same mask, bit for bit
+    fused_today, fused_windowed = tiny_model(kind, fused=True), tiny_model(kind, fused=True, attention_window=T)
+    torch.testing.assert_close(fused_today(idx)[0], fused_windowed(idx)[0], atol=1e-6, rtol=0)
+
+
+def test_the_kv_cache_with_a_window_attends_to_the_last_w_keys_only():
+    """Past the window, a cached step's query weighs the w newest keys and gives 0 to the older ones
+    it still holds; its output equals that of the whole sequence run at once."""
+    torch.manual_seed(0)
+    T, w = 10, 3
+    attention = MultiHeadAttention(16, 4, window=w)
+    X = torch.randn(1, T, 16)
+    cache = KVCache(1, 1, 4, T, 4)
+    outputs = []
+    for t in range(T):  # one position at a time, as generation feeds them
+        out, weights = attention(X[:, t : t + 1], cache, need_weights=True)
+        cache.advance(1)
+        assert weights.shape == (1, 4, 1, t + 1)
+        assert torch.all(weights[..., : max(0, t - w + 1)] == 0) and torch.all(weights[..., max(0, t - w + 1) :] > 0)
+        outputs.append(out)
+    torch.testing.assert_close(torch.cat(outputs, dim=1), attention(X)[0], atol=1e-6, rtol=0)
 
 
 # ---------------------------------------------------------------------------- whole models
@@ -350,6 +435,8 @@ def test_a_model_with_every_switch_learns_a_short_text():
         ("seed", dict(num_kv_heads=2), r"model.num_kv_heads must divide num_heads \(5\)"),
         ("seed", dict(activation="relu2"), r"model.activation is an option of the gpt model, not of the seed model"),
         ("seed", dict(value_embeddings=True), r"model.value_embeddings is an option of the gpt model, not of the seed"),
+        ("gpt", dict(attention_window=0), r"^model.attention_window must be a positive integer, got 0: .*null lets"),
+        ("seed", dict(attention_window=-2), r"^model.attention_window must be a positive integer, got -2"),
     ],
 )
 def test_combinations_that_cannot_work_are_refused_naming_the_fix(kind, cfg, message):
@@ -367,7 +454,12 @@ def test_todays_defaults_are_unchanged():
         None,
         False,
     )
-    assert cfg.smeared_keys is False
+    assert cfg.smeared_keys is False and cfg.attention_window is None
     seed = SeedGPTConfig(vocab_size=2)
     assert (seed.norm, seed.qk_norm, seed.num_kv_heads, seed.logit_softcap) == ("layer", False, None, None)
-    assert seed.smeared_keys is False
+    assert seed.smeared_keys is False and seed.attention_window is None
+
+
+def test_the_attention_itself_refuses_a_window_below_one():
+    with pytest.raises(ValueError, match=r"^model.attention_window must be a positive integer, got 0: [^\n]*$"):
+        MultiHeadAttention(16, 4, window=0)

@@ -1,5 +1,7 @@
 """The small models the model's tests build: torch and src.model only, no Lightning or Hydra."""
 
+from dataclasses import fields
+
 import torch
 
 from src.model import GPT, GPTConfig, SeedGPT, SeedGPTConfig
@@ -15,7 +17,15 @@ ALL_SWITCHES = {
     "logit_softcap": 3.0,
     "value_embeddings": True,
     "smeared_keys": True,
+    "attention_window": 3,
 }
+SEED_OPTIONS = {f.name for f in fields(SeedGPTConfig)}
+
+
+def seed_switches(switches: dict) -> dict:
+    """The seed model's share of a set of switches: the options it has (one attention layer: no
+    MLP, no residual stream), and one key/value head where GQA is asked for (its 3 heads divide by 1)."""
+    return {k: (1 if k == "num_kv_heads" else v) for k, v in switches.items() if k in SEED_OPTIONS}
 
 
 def tiny_model(kind: str, fused: bool = False, **overrides) -> torch.nn.Module:

@@ -258,21 +258,24 @@ function headSlice(A, T, width, h, dK) {
 /** One causal head of Q_h, K_h, V_h (T, d_k) each:  softmax(Q_h K_h^T / sqrt(d_k) + M) V_h.
  *  Returns the steps of the notes: scores (T, T) before the mask, weights (T, T), context (T, d_k).
  *  Row i's softmax is `softmax` written out over the row after the mask, into the weights: the
- *  masked future (j > i) is -inf, exp(-inf) = 0 adds nothing to the sum and stays exactly 0. */
-function attentionHead(Qh, Kh, Vh, T, dK) {
+ *  masked future (j > i) is -inf, exp(-inf) = 0 adds nothing to the sum and stays exactly 0.
+ *  A sliding window w (model.attention_window) masks the keys older than it too, j <= i - w:
+ *  query i sees keys i-w+1 .. i; window null or 0: every earlier key. */
+function attentionHead(Qh, Kh, Vh, T, dK, window = null) {
   const scores = matmul(Qh, Kh, T, dK, T); // Q K^T: K_h (T, d_k) is the transposed factor matmul takes
   const weights = new Float64Array(T * T);
   const root = Math.sqrt(dK);
   for (let i = 0; i < T; i++) {
     const r = i * T;
+    const first = window ? Math.max(0, i - window + 1) : 0; // the oldest key query i sees
     let max = -Infinity;
     for (let j = 0; j < T; j++) {
       scores[r + j] /= root; // Q K^T / sqrt(d_k)
-      if (j <= i && scores[r + j] > max) max = scores[r + j]; // + M: -inf above the diagonal, before the softmax
+      if (j >= first && j <= i && scores[r + j] > max) max = scores[r + j]; // + M: -inf above the diagonal (and before the window), before the softmax
     }
     let sum = 0;
-    for (let j = 0; j <= i; j++) sum += weights[r + j] = Math.exp(scores[r + j] - max);
-    for (let j = 0; j <= i; j++) weights[r + j] /= sum; // each row sums to 1
+    for (let j = first; j <= i; j++) sum += weights[r + j] = Math.exp(scores[r + j] - max);
+    for (let j = first; j <= i; j++) weights[r + j] /= sum; // each row sums to 1
   }
   const context = matmul(weights, transpose(Vh, T, dK), T, T, dK); // weights V, with V_h^T (d_k, T)
   return { scores, weights, context };
@@ -293,8 +296,8 @@ function smearKeys(Kh, T, dK, alpha) {
 /** Multi-head attention over X (T, d): Q = X W_Q, K = X W_K, V = X W_V, h heads, concatenated, times W_O.
  *  With GQA (num_kv_heads k < h) W_K and W_V give k heads, and query head h reads head floor(h / (h/k));
  *  qk_norm: RMSNorm of each head's q and k; RoPE: q and k rotated by position; value embeddings:
- *  V = X W_V + E_V[token]; smeared keys: each key head's k_j mixed with k_{j-1} after RoPE.
- *  Returns Q, K, V as the h query heads use them, (T, d) each. */
+ *  V = X W_V + E_V[token]; smeared keys: each key head's k_j mixed with k_{j-1} after RoPE; a sliding
+ *  window: query i sees keys i-w+1 .. i only. Returns Q, K, V as the h query heads use them, (T, d) each. */
 function multiHeadAttention(model, prefix, X, T, ids) {
   const { d, numHeads } = model;
   const dK = d / numHeads;
@@ -323,7 +326,7 @@ function multiHeadAttention(model, prefix, X, T, ids) {
     const [Qh, Vh] = [prepare(Q, d, h, qGain), headSlice(V, T, dKV, shared, dK)];
     const Kraw = prepare(K, dKV, shared, kGain);
     const Kh = smear ? smearKeys(Kraw, T, dK, smear[shared]) : Kraw; // after RoPE, as the model smears
-    const head = attentionHead(Qh, Kh, Vh, T, dK);
+    const head = attentionHead(Qh, Kh, Vh, T, dK, model.config.attention_window);
     heads.push(head);
     place(used.Q, Qh, h);
     place(used.K, Kh, h);
