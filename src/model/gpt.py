@@ -27,7 +27,7 @@ the classic setting in which induction heads are studied (docs/heads.md).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -53,27 +53,42 @@ from src.model.rotary import Rotary
 
 @dataclass
 class GPTConfig:
-    """The model's keys (`model.<key>` on the command line); the comment beside each is its line in --help."""
+    """The model's keys (`model.<key>` on the command line); each field's metadata["help"] is its line in --help."""
 
     vocab_size: int
-    context_window: int = 64  # tokens the model sees at once; the data windows follow it
-    embedding_dim: int = 120  # d, the width of the residual stream; must divide by num_heads
-    num_heads: int = 4  # attention heads h, each d / h wide
-    num_layers: int = 4  # transformer blocks N
-    mlp_ratio: int = 4  # MLP width / d; 0: no MLP (attention-only)
-    dropout: float = 0.0  # dropout on the attention weights and the residual branches
-    positional: str = "sinusoidal"  # or learned, or rope (Q and K rotated by position, nothing added to X)
-    bias: bool = False  # biases in the projections and layer norms
-    tie_weights: bool = True  # the LM head reuses the embedding matrix E
-    fused: bool = True  # PyTorch's fused kernels; false: the plain tensor math (same numbers, slower)
-    norm: str = "layer"  # or rms: x / sqrt(mean(x^2) + eps) * gain
-    norm_gain: bool = True  # a learned gain after each norm
-    activation: str = "gelu"  # or relu2 (max(0, x)^2), swiglu (SiLU(x W_1) * x W_3, then W_2)
-    qk_norm: bool = False  # RMSNorm of each head's Q and K before Q K^T
-    num_kv_heads: int | None = None  # k heads of K and V shared by the query heads (GQA; 1 = MQA); null = num_heads
-    logit_softcap: float | None = None  # c: logits = c tanh(z / c); null = no cap
-    value_embeddings: bool = False  # V = X W_V + E_V[tokens], a table E_V per layer
-    smeared_keys: bool = False  # k'_j = sigmoid(a_h) k_j + (1 - sigmoid(a_h)) k_{j-1}, a learned a_h per head
+    context_window: int = field(
+        default=64, metadata={"help": "tokens the model sees at once; the data windows follow it"}
+    )
+    embedding_dim: int = field(
+        default=120, metadata={"help": "d, the width of the residual stream; must divide by num_heads"}
+    )
+    num_heads: int = field(default=4, metadata={"help": "attention heads h, each d / h wide"})
+    num_layers: int = field(default=4, metadata={"help": "transformer blocks N"})
+    mlp_ratio: int = field(default=4, metadata={"help": "MLP width / d; 0: no MLP (attention-only)"})
+    dropout: float = field(default=0.0, metadata={"help": "dropout on the attention weights and the residual branches"})
+    positional: str = field(
+        default="sinusoidal",
+        metadata={"help": "sinusoidal, learned or rope (Q and K rotated by position, nothing added to X)"},
+    )
+    bias: bool = field(default=False, metadata={"help": "biases in the projections and layer norms"})
+    tie_weights: bool = field(default=True, metadata={"help": "the LM head reuses the embedding matrix E"})
+    fused: bool = field(
+        default=True, metadata={"help": "PyTorch's fused kernels; false: the plain tensor math (same numbers, slower)"}
+    )
+    norm: str = field(default="layer", metadata={"help": "layer, or rms: x / sqrt(mean(x^2) + eps) * gain"})
+    norm_gain: bool = field(default=True, metadata={"help": "a learned gain after each norm"})
+    activation: str = field(
+        default="gelu", metadata={"help": "gelu, relu2 (max(0, x)^2) or swiglu (SiLU(x W_1) * x W_3, then W_2)"}
+    )
+    qk_norm: bool = field(default=False, metadata={"help": "RMSNorm of each head's Q and K before Q K^T"})
+    num_kv_heads: int | None = field(
+        default=None, metadata={"help": "k heads of K and V shared by the query heads (GQA; 1 = MQA); null = num_heads"}
+    )
+    logit_softcap: float | None = field(default=None, metadata={"help": "c: logits = c tanh(z / c); null = no cap"})
+    value_embeddings: bool = field(default=False, metadata={"help": "V = X W_V + E_V[tokens], a table E_V per layer"})
+    smeared_keys: bool = field(
+        default=False, metadata={"help": "k'_j = sigmoid(a_h) k_j + (1 - sigmoid(a_h)) k_{j-1}, a learned a_h per head"}
+    )
 
     def __post_init__(self) -> None:
         positive_int("vocab_size", self.vocab_size)

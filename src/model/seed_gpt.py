@@ -27,7 +27,7 @@ It has no MLP, so no activation, and no residual stream, so no value embeddings.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
@@ -44,21 +44,42 @@ INITS = ("small", "notes")
 
 @dataclass
 class SeedGPTConfig:
+    """The seed model's keys (`model.<key>`); each field's metadata["help"] is its line in --help."""
+
     vocab_size: int
-    context_window: int = 10
-    embedding_dim: int = 60
-    num_heads: int = 5
-    output_projection: bool = True  # W_O after concatenating the heads (the notes: false)
-    positional: str = "sinusoidal"  # or learned, or rope
-    init: str = "small"  # N(0, 0.02^2) weights; or notes: E, W_Q, W_K, W_V, W_out drawn by torch.randn, N(0, 1)
-    ln_affine: bool = True  # learned gain and bias after the layer norm (the notes: false)
-    embedding_scale: bool = True  # E[token] * sqrt(d) + PE (the notes: false, E[token] + PE)
-    fused: bool = True  # PyTorch's fused kernels; false: the plain tensor math (same numbers, slower)
-    norm: str = "layer"  # or rms (ln_affine: with a gain or not)
-    qk_norm: bool = False
-    num_kv_heads: int | None = None
-    logit_softcap: float | None = None
-    smeared_keys: bool = False  # k'_j = sigmoid(a_h) k_j + (1 - sigmoid(a_h)) k_{j-1}, a learned a_h per head
+    context_window: int = field(
+        default=10, metadata={"help": "tokens the model sees at once; the data windows follow it"}
+    )
+    embedding_dim: int = field(default=60, metadata={"help": "d, the width of the embedding; must divide by num_heads"})
+    num_heads: int = field(default=5, metadata={"help": "attention heads h, each d / h wide"})
+    output_projection: bool = field(
+        default=True, metadata={"help": "W_O after concatenating the heads (the notes: false)"}
+    )
+    positional: str = field(
+        default="sinusoidal", metadata={"help": "sinusoidal, learned or rope (Q and K rotated by position)"}
+    )
+    init: str = field(
+        default="small",
+        metadata={"help": "N(0, 0.02^2) weights; or notes: E, W_Q, W_K, W_V, W_out drawn by torch.randn, N(0, 1)"},
+    )
+    ln_affine: bool = field(
+        default=True, metadata={"help": "learned gain and bias after the layer norm (the notes: false)"}
+    )
+    embedding_scale: bool = field(
+        default=True, metadata={"help": "E[token] * sqrt(d) + PE (the notes: false, E[token] + PE)"}
+    )
+    fused: bool = field(
+        default=True, metadata={"help": "PyTorch's fused kernels; false: the plain tensor math (same numbers, slower)"}
+    )
+    norm: str = field(default="layer", metadata={"help": "layer, or rms (ln_affine: with a gain or not)"})
+    qk_norm: bool = field(default=False, metadata={"help": "RMSNorm of each head's Q and K before Q K^T"})
+    num_kv_heads: int | None = field(
+        default=None, metadata={"help": "k heads of K and V shared by the query heads (GQA; 1 = MQA); null = num_heads"}
+    )
+    logit_softcap: float | None = field(default=None, metadata={"help": "c: logits = c tanh(z / c); null = no cap"})
+    smeared_keys: bool = field(
+        default=False, metadata={"help": "k'_j = sigmoid(a_h) k_j + (1 - sigmoid(a_h)) k_{j-1}, a learned a_h per head"}
+    )
 
     def __post_init__(self) -> None:
         positive_int("vocab_size", self.vocab_size)
