@@ -25,7 +25,6 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS: list[tuple[str, ...]] = [
     ("src.model",),  # the math: attention, layers, GPT and SeedGPT, sampling, their limits (torch only)
     ("src.run.rules",),  # every other rule a value must follow, written once (no Lightning or Hydra)
-    ("src.run.help",),  # --help: conf/ and the schemas' source read as text (no library loads)
     ("src.exercises",),  # a learner's own pieces of the notes, swapped in for the reference's
     ("src.data",),  # the text: corpus, tokenizer, token cache, windows, DataModule
     ("src.sweeps.analysis",),  # after a sweep: seed groups, the fit, the tables (numbers only)

@@ -6,13 +6,6 @@ first N characters of each, as training's data.val_tokens does.
 
 from __future__ import annotations
 
-if __name__ == "__main__":  # --help answers before the libraries load (src/run/help.py)
-    from src.run.help import exit_on_help
-
-    exit_on_help("evaluate")
-
-# ruff: noqa: E402  (the imports follow the --help check above)
-
 import sys
 from pathlib import Path
 from typing import Any

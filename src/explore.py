@@ -9,13 +9,6 @@ best.ckpt at the end (`explorer=false` turns that off).
 
 from __future__ import annotations
 
-if __name__ == "__main__":  # --help answers before the libraries load (src/run/help.py)
-    from src.run.help import exit_on_help
-
-    exit_on_help("explore")
-
-# ruff: noqa: E402  (the imports follow the --help check above)
-
 import os
 import sys
 from pathlib import Path

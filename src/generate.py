@@ -8,13 +8,6 @@ seed + i, so `seed=<seed + i> num_samples=1` prints it again alone.
 
 from __future__ import annotations
 
-if __name__ == "__main__":  # --help answers before the libraries load (src/run/help.py)
-    from src.run.help import exit_on_help
-
-    exit_on_help("generate")
-
-# ruff: noqa: E402  (the imports follow the --help check above)
-
 import sys
 
 from omegaconf import DictConfig

@@ -6,13 +6,6 @@ during training, for any checkpoint and prompt.
 
 from __future__ import annotations
 
-if __name__ == "__main__":  # --help answers before the libraries load (src/run/help.py)
-    from src.run.help import exit_on_help
-
-    exit_on_help("plot_attention")
-
-# ruff: noqa: E402  (the imports follow the --help check above)
-
 import sys
 from pathlib import Path
 

@@ -46,6 +46,22 @@ class TextDataModule(L.LightningDataModule):
     the default corpus.
     """
 
+    # Each argument's one line in `python -m src.train --help` (data.<key>; src/run/config.py reads it).
+    HELP = {
+        "path": "any UTF-8 text file to train on instead of Tiny Shakespeare",
+        "cache_dir": "where texts are downloaded and encoded",
+        "url": "where Tiny Shakespeare is downloaded from",
+        "sha256": "Tiny Shakespeare's checksum",
+        "batch_size": "windows of model.context_window characters per training step",
+        "val_fraction": "the share of the text held out for validation",
+        "test_fraction": "the share of the text held out for test",
+        "val_tokens": "validation scores the first val_tokens characters of the val (and test) split; null = all",
+        "sampling": "random: B windows at random places per step; epoch: every window once per epoch, shuffled",
+        "val_batch_size": "windows per validation batch; null: ~2,048 tokens on a CPU, ~65,536 on a GPU",
+        "num_workers": "DataLoader worker processes",
+        "seed": "the seed of the training batches",
+    }
+
     def __init__(
         self,
         context_window: int,

@@ -10,19 +10,12 @@ and its logits compared with ours), then renamed to `out`: it appears whole or n
 
 from __future__ import annotations
 
-if __name__ == "__main__":  # --help answers before the libraries load (src/run/help.py)
-    from src.run.help import exit_on_help
-
-    exit_on_help("export")
-
-# ruff: noqa: E402  (the imports follow the --help check above)
-
 import importlib.util
 import os
 import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +39,23 @@ TOLERANCE = 1e-4  # the largest logit difference an exported GPT-2 may show (the
 
 @dataclass
 class ExportSchema:
-    ckpt_path: str | None = None
-    format: str = "safetensors"
-    out: str | None = None
-    paths: Any = None
+    ckpt_path: str | None = field(
+        default=None,
+        metadata={
+            "help": "a .ckpt file, a run directory (its best.ckpt) or last; null = the newest run under outputs/"
+        },
+    )
+    format: str = field(
+        default="safetensors",
+        metadata={"help": "safetensors (our commands read it back) | hf (transformers' GPT-2) | transformerlens"},
+    )
+    out: str | None = field(
+        default=None,
+        metadata={
+            "help": "the folder to write (must not exist, or be empty); null = export-<format> in the run directory"
+        },
+    )
+    paths: Any = field(default=None, metadata={"help": "where the data and the runs are kept (conf/paths)"})
 
 
 def check_packages(fmt: str) -> None:

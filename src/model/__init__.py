@@ -58,13 +58,15 @@ def model_config(config: Mapping[str, Any], vocab_size: int) -> GPTConfig | Seed
     return MODELS[kind][1](vocab_size=vocab_size, **options)  # __post_init__ checks each value
 
 
-def fewest_parameters(cfg: GPTConfig | SeedGPTConfig) -> int:
-    """A lower bound on the parameters build_model(cfg) allocates, from the config alone: the
-    embedding E (vocab x d), and per layer W_Q (d x d) and the MLP's matrices (at least 2 of
-    d x 2rd/3). A checkpoint whose file holds fewer weights than this was edited (a config saying
-    embedding_dim=65536, num_layers=64 made generate allocate until the kernel killed it)."""
-    d, layers, ratio = cfg.embedding_dim, getattr(cfg, "num_layers", 1), getattr(cfg, "mlp_ratio", 0)
-    return cfg.vocab_size * d + layers * (d * d + 2 * d * (2 * ratio * d // 3))
+def parameters_of(config: Mapping[str, Any], vocab_size: int) -> int:
+    """The parameters build_model(config, vocab_size) allocates, exactly: the model built on torch's
+    meta device (shapes, no memory) and counted. The one parameter count: the run's memory and disk
+    estimates, and the bound a checkpoint's file must hold (a config edited to embedding_dim=65536,
+    num_layers=64 made generate allocate until the kernel killed it)."""
+    import torch
+
+    with torch.device("meta"):
+        return count_parameters(build_model(config, vocab_size))
 
 
 def build_model(config: Mapping[str, Any], vocab_size: int) -> CausalLanguageModel:
@@ -84,9 +86,9 @@ __all__ = [
     "attention_without_parameters",
     "build_model",
     "model_config",
+    "parameters_of",
     "causal_mask",
     "count_parameters",
-    "fewest_parameters",
     "scaled_dot_product_attention",
     "softmax",
 ]

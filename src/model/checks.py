@@ -11,7 +11,13 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Sequence
+from dataclasses import field
 from typing import Any, NoReturn
+
+
+def setting(default: Any, line: str) -> Any:
+    """A config's field: its default and the one line `--help` prints for it (src/run/config.py reads it)."""
+    return field(default=default, metadata={"help": line})
 
 
 class InvalidModelConfig(ValueError):

@@ -45,6 +45,7 @@ from src.model.checks import (
     positional,
     positive_int,
     rope_fits,
+    setting,
 )
 from src.model.kv_cache import KVCache
 from src.model.language_model import CausalLanguageModel
@@ -54,28 +55,32 @@ from src.model.rotary import Rotary
 
 @dataclass
 class GPTConfig:
-    """The model's keys (`model.<key>` on the command line); the comment beside each is its line in --help."""
+    """The model's keys (`model.<key>` on the command line): each setting's default and its line in --help."""
 
     vocab_size: int
-    context_window: int = 64  # tokens the model sees at once; the data windows follow it
-    embedding_dim: int = 120  # d, the width of the residual stream; must divide by num_heads
-    num_heads: int = 4  # attention heads h, each d / h wide
-    num_layers: int = 4  # transformer blocks N
-    mlp_ratio: int = 4  # MLP width / d; 0: no MLP (attention-only)
-    dropout: float = 0.0  # dropout on the attention weights and the residual branches
-    positional: str = "sinusoidal"  # or learned, or rope (Q and K rotated by position, nothing added to X)
-    bias: bool = False  # biases in the projections and layer norms
-    tie_weights: bool = True  # the LM head reuses the embedding matrix E
-    fused: bool = True  # PyTorch's fused kernels; false: the plain tensor math (same numbers, slower)
-    norm: str = "layer"  # or rms: x / sqrt(mean(x^2) + eps) * gain
-    norm_gain: bool = True  # a learned gain after each norm
-    activation: str = "gelu"  # or relu2 (max(0, x)^2), swiglu (SiLU(x W_1) * x W_3, then W_2)
-    qk_norm: bool = False  # RMSNorm of each head's Q and K before Q K^T
-    num_kv_heads: int | None = None  # k heads of K and V shared by the query heads (GQA; 1 = MQA); null = num_heads
-    logit_softcap: float | None = None  # c: logits = c tanh(z / c); null = no cap
-    value_embeddings: bool = False  # V = X W_V + E_V[tokens], a table E_V per layer
-    smeared_keys: bool = False  # k'_j = sigmoid(a_h) k_j + (1 - sigmoid(a_h)) k_{j-1}, a learned a_h per head
-    attention_window: int | None = None  # w: query i sees keys i-w+1 .. i; null = all earlier keys
+    context_window: int = setting(64, "tokens the model sees at once; the data windows follow it")
+    embedding_dim: int = setting(120, "d, the width of the residual stream; must divide by num_heads")
+    num_heads: int = setting(4, "attention heads h, each d / h wide")
+    num_layers: int = setting(4, "transformer blocks N")
+    mlp_ratio: int = setting(4, "MLP width / d; 0: no MLP (attention-only)")
+    dropout: float = setting(0.0, "dropout on the attention weights and the residual branches")
+    positional: str = setting(
+        "sinusoidal", "sinusoidal, learned or rope (Q and K rotated by position, nothing added to X)"
+    )
+    bias: bool = setting(False, "biases in the projections and layer norms")
+    tie_weights: bool = setting(True, "the LM head reuses the embedding matrix E")
+    fused: bool = setting(True, "PyTorch's fused kernels; false: the plain tensor math (same numbers, slower)")
+    norm: str = setting("layer", "layer, or rms: x / sqrt(mean(x^2) + eps) * gain")
+    norm_gain: bool = setting(True, "a learned gain after each norm")
+    activation: str = setting("gelu", "gelu, relu2 (max(0, x)^2) or swiglu (SiLU(x W_1) * x W_3, then W_2)")
+    qk_norm: bool = setting(False, "RMSNorm of each head's Q and K before Q K^T")
+    num_kv_heads: int | None = setting(
+        None, "k heads of K and V shared by the query heads (GQA; 1 = MQA); null = num_heads"
+    )
+    logit_softcap: float | None = setting(None, "c: logits = c tanh(z / c); null = no cap")
+    value_embeddings: bool = setting(False, "V = X W_V + E_V[tokens], a table E_V per layer")
+    smeared_keys: bool = setting(False, "k'_j = sigmoid(a_h) k_j + (1 - sigmoid(a_h)) k_{j-1}, a learned a_h per head")
+    attention_window: int | None = setting(None, "w: query i sees keys i-w+1 .. i; null = all earlier keys")
 
     def __post_init__(self) -> None:
         positive_int("vocab_size", self.vocab_size)

@@ -34,7 +34,16 @@ import torch
 from torch import Tensor, nn
 
 from src.model.attention import MultiHeadAttention, check_attention_window
-from src.model.checks import choice, heads_divide, kv_heads_divide, logit_softcap, positional, positive_int, rope_fits
+from src.model.checks import (
+    choice,
+    heads_divide,
+    kv_heads_divide,
+    logit_softcap,
+    positional,
+    positive_int,
+    rope_fits,
+    setting,
+)
 from src.model.kv_cache import KVCache
 from src.model.language_model import CausalLanguageModel
 from src.model.layers import NORMS, TokenAndPositionEmbedding, norm_layer, softcap
@@ -45,22 +54,28 @@ INITS = ("small", "notes")
 
 @dataclass
 class SeedGPTConfig:
+    """The seed model's keys (`model.<key>`); each `setting(default, line)` is its default and its line in --help."""
+
     vocab_size: int
-    context_window: int = 10
-    embedding_dim: int = 60
-    num_heads: int = 5
-    output_projection: bool = True  # W_O after concatenating the heads (the notes: false)
-    positional: str = "sinusoidal"  # or learned, or rope
-    init: str = "small"  # N(0, 0.02^2) weights; or notes: E, W_Q, W_K, W_V, W_out drawn by torch.randn, N(0, 1)
-    ln_affine: bool = True  # learned gain and bias after the layer norm (the notes: false)
-    embedding_scale: bool = True  # E[token] * sqrt(d) + PE (the notes: false, E[token] + PE)
-    fused: bool = True  # PyTorch's fused kernels; false: the plain tensor math (same numbers, slower)
-    norm: str = "layer"  # or rms (ln_affine: with a gain or not)
-    qk_norm: bool = False
-    num_kv_heads: int | None = None
-    logit_softcap: float | None = None
-    smeared_keys: bool = False  # k'_j = sigmoid(a_h) k_j + (1 - sigmoid(a_h)) k_{j-1}, a learned a_h per head
-    attention_window: int | None = None  # w: query i sees keys i-w+1 .. i; null = all earlier keys
+    context_window: int = setting(10, "tokens the model sees at once; the data windows follow it")
+    embedding_dim: int = setting(60, "d, the width of the embedding; must divide by num_heads")
+    num_heads: int = setting(5, "attention heads h, each d / h wide")
+    output_projection: bool = setting(True, "W_O after concatenating the heads (the notes: false)")
+    positional: str = setting("sinusoidal", "sinusoidal, learned or rope (Q and K rotated by position)")
+    init: str = setting(
+        "small", "N(0, 0.02^2) weights; or notes: E, W_Q, W_K, W_V, W_out drawn by torch.randn, N(0, 1)"
+    )
+    ln_affine: bool = setting(True, "learned gain and bias after the layer norm (the notes: false)")
+    embedding_scale: bool = setting(True, "E[token] * sqrt(d) + PE (the notes: false, E[token] + PE)")
+    fused: bool = setting(True, "PyTorch's fused kernels; false: the plain tensor math (same numbers, slower)")
+    norm: str = setting("layer", "layer, or rms (ln_affine: with a gain or not)")
+    qk_norm: bool = setting(False, "RMSNorm of each head's Q and K before Q K^T")
+    num_kv_heads: int | None = setting(
+        None, "k heads of K and V shared by the query heads (GQA; 1 = MQA); null = num_heads"
+    )
+    logit_softcap: float | None = setting(None, "c: logits = c tanh(z / c); null = no cap")
+    smeared_keys: bool = setting(False, "k'_j = sigmoid(a_h) k_j + (1 - sigmoid(a_h)) k_{j-1}, a learned a_h per head")
+    attention_window: int | None = setting(None, "w: query i sees keys i-w+1 .. i; null = all earlier keys")
 
     def __post_init__(self) -> None:
         positive_int("vocab_size", self.vocab_size)

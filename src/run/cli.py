@@ -31,8 +31,7 @@ from tqdm import tqdm
 
 from src.model import checks
 from src.run import rundir  # noqa: F401  (registers the resolvers of the run's folder before any composing)
-from src.run.config import register
-from src.run.help import help_text
+from src.run.config import command_help, register
 from src.run.record import sweep_points
 from src.run.rules import one_line, positive_int
 
@@ -163,8 +162,8 @@ def options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
 
 
-# hydra.help.template: the same text as the --help that each command answers before Hydra loads.
-OmegaConf.register_new_resolver("command_help", help_text, replace=True)
+# hydra.help.template (conf/hydra/default.yaml and each command's YAML): Hydra's --help prints this text.
+OmegaConf.register_new_resolver("command_help", command_help, replace=True)
 import src.data.generated  # noqa: E402, F401  (registers ${generated_text:NAME}, a text made with a fixed seed)
 
 

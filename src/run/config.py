@@ -14,10 +14,13 @@ import dataclasses
 import inspect
 import os
 import re
+import shutil
+import textwrap
 import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -44,9 +47,17 @@ def omegaconf_type(hint: Any) -> Any:
     return Any
 
 
-def schema_of(target: Callable, name: str, skip: tuple[str, ...] = (), **extra: Any) -> type:
-    """A dataclass with one typed field per parameter of `target` (a class), plus `extra` fields."""
+def schema_of(
+    target: Callable, name: str, skip: tuple[str, ...] = (), help: dict[str, str] | None = None, **extra: Any
+) -> type:
+    """A dataclass with one typed field per parameter of `target` (a class), plus `extra` fields.
+
+    Each field keeps its one line for --help (metadata["help"]): a dataclass target's own fields'
+    lines, else `help`'s."""
     hints = typing.get_type_hints(target.__init__)
+    lines = dict(help or {})
+    if dataclasses.is_dataclass(target):
+        lines |= {f.name: f.metadata["help"] for f in dataclasses.fields(target) if "help" in f.metadata}
     fields = []
     for p in inspect.signature(target).parameters.values():
         if p.name in skip or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -55,99 +66,121 @@ def schema_of(target: Callable, name: str, skip: tuple[str, ...] = (), **extra: 
         kind = omegaconf_type(hints.get(p.name, Any))
         if not (default is None or default is MISSING or isinstance(default, PRIMITIVES)):
             kind, default = Any, None  # an object default (an enum, a callable) is left to the target
-        fields.append((p.name, kind, field(default=default)))
-    fields += [(key, type(value), field(default=value)) for key, value in extra.items()]
+        fields.append((p.name, kind, field(default=default, metadata=described(lines.get(p.name)))))
+    fields += [
+        (key, type(value), field(default=value, metadata=described(lines.get(key)))) for key, value in extra.items()
+    ]
     return dataclasses.make_dataclass(name, fields)
+
+
+def described(line: str | None) -> dict[str, str]:
+    return {} if line is None else {"help": line}
 
 
 # ---------------------------------------------------------------------------- the schemas
 
-GPTSchema = schema_of(GPTConfig, "GPTSchema", skip=("vocab_size",), kind="gpt")
-SeedSchema = schema_of(SeedGPTConfig, "SeedSchema", skip=("vocab_size",), kind="seed")
+KIND = {"kind": "the model: chosen with model=gpt or model=seed, which bring its keys"}
+GPTSchema = schema_of(GPTConfig, "GPTSchema", skip=("vocab_size",), help=KIND, kind="gpt")
+SeedSchema = schema_of(SeedGPTConfig, "SeedSchema", skip=("vocab_size",), help=KIND, kind="seed")
+
+
+def key(default: Any, line: str) -> Any:
+    """A schema's field: its default and its one line in --help (metadata["help"])."""
+    return field(default=default, metadata={"help": line})
+
+
+CHECKPOINT = "a .ckpt file or a run directory (its best.ckpt); null = the newest run under outputs/"
+PATHS = "where the data and the runs are kept (conf/paths)"
+TOP_K = "k: draw only from the k most likely characters; null = all"
+TOP_P = "p: draw from the fewest characters whose probabilities sum to p; null = all"
 
 
 @dataclass
 class SampleSchema:
     """The sample printed when training ends (max_new_tokens=0: none)."""
 
-    prompt: str | None = None
-    max_new_tokens: int = 300
-    temperature: float = 0.8
-    top_k: int | None = None
-    top_p: float | None = None
+    prompt: str | None = key(None, "null: the first line of the training text")
+    max_new_tokens: int = key(300, "characters to write; 0: no sample")
+    temperature: float = key(0.8, "0 = greedy")
+    top_k: int | None = key(None, TOP_K)
+    top_p: float | None = key(None, TOP_P)
 
 
 @dataclass
 class SweepSchema:
     """Multirun settings (docs/sweeps.md)."""
 
-    jobs_per_gpu: int = 1
-    media: bool = False
+    jobs_per_gpu: int = key(1, "hydra/launcher=parallel on a GPU machine: how many jobs share each GPU")
+    # Sweep jobs skip the TensorBoard text sample, attention maps and final printed sample (they
+    # cost more than a small job's training); true keeps them, as does setting one of those keys.
+    media: bool = key(False, "true: sweep jobs keep their samples and attention maps")
 
 
 @dataclass
 class TrainSchema:
-    seed: int = 1337
-    ckpt_path: str | None = None
-    finetune: bool = False
-    compile: bool = False
-    overwrite: bool = False
-    progress_bar: str = "auto"
-    explorer: bool = True
-    sample: SampleSchema = field(default_factory=SampleSchema)
-    sweep: SweepSchema = field(default_factory=SweepSchema)
+    seed: int = key(1337, "the weights' initialisation, the batches and the final sample")
+    # Step, optimizer, schedule and data position continue from the checkpoint.
+    ckpt_path: str | None = key(None, "resume: a .ckpt file, a run directory (its last.ckpt), or last (the newest)")
+    finetune: bool = key(False, "true: resume on another data.path (fine-tuning), with the run's vocabulary")
+    # On a small CPU it costs more than it saves (BENCHMARKS.md).
+    compile: bool = key(False, "torch.compile the model")
+    overwrite: bool = key(False, "sweeps: rerun the jobs that already finished in the sweep directory")
+    progress_bar: str = key("auto", "auto: a bar on an interactive terminal outside CI; true or false to force it")
+    explorer: bool = key(True, "write <run dir>/explore.html from best.ckpt at the end (python -m src.explore)")
+    sample: SampleSchema = field(default_factory=SampleSchema, metadata={"help": "the sample printed at the end"})
+    sweep: SweepSchema = field(default_factory=SweepSchema, metadata={"help": "multirun sweeps (docs/sweeps.md)"})
     # The groups: each checked by its own schema when its YAML file is composed.
-    paths: Any = None
-    model: Any = None
-    data: Any = None
-    optimizer: Any = None
-    trainer: Any = None
-    logger: Any = None
-    callbacks: Any = None
+    paths: Any = key(None, PATHS)
+    model: Any = key(None, "model=gpt or model=seed")
+    data: Any = key(None, "the text and its batches (TextDataModule)")
+    optimizer: Any = key(None, "optimizer=adamw, sgd or muon")
+    trainer: Any = key(None, "Lightning's Trainer")
+    logger: Any = key(None, "the trackers: logger=tensorboard, csv, ...")
+    callbacks: Any = key(None, "Lightning callbacks")
 
 
 @dataclass
 class GenerateSchema:
-    ckpt_path: str | None = None
-    prompt: str = "ROMEO:"
-    max_new_tokens: int = 500
-    num_samples: int = 1
-    temperature: float = 0.8
-    top_k: int | None = None
-    top_p: float | None = None
-    greedy: bool = False
-    seed: int | None = 1337
-    device: str = "auto"
-    paths: Any = None
+    ckpt_path: str | None = key(None, CHECKPOINT)
+    prompt: str = key("ROMEO:", "the text to continue; every character must be in the model's vocabulary")
+    max_new_tokens: int = key(500, "characters to write after the prompt")
+    num_samples: int = key(1, "samples drawn together as one batch; sample i uses seed + i")
+    temperature: float = key(0.8, "0 = greedy")
+    top_k: int | None = key(None, TOP_K)
+    top_p: float | None = key(None, TOP_P)
+    greedy: bool = key(False, "true: always the most likely character (temperature is ignored)")
+    seed: int | None = key(1337, "null = a different sample every time")
+    device: str = key("auto", "auto = a GPU when there is one, else cpu")
+    paths: Any = key(None, PATHS)
 
 
 @dataclass
 class EvaluateSchema:
-    ckpt_path: str | None = None
-    data_path: str | None = None
-    batch_size: int | None = None
-    val_tokens: int | None = None
-    device: str = "auto"
-    paths: Any = None
+    ckpt_path: str | None = key(None, CHECKPOINT)
+    data_path: str | None = key(None, "null = the text the checkpoint was trained on")
+    batch_size: int | None = key(None, "windows per batch; null: sized by tokens for the device")
+    val_tokens: int | None = key(None, "null = score the whole val (and test) split; N = only its first N characters")
+    device: str = key("auto", "auto = a GPU when there is one, else cpu")
+    paths: Any = key(None, PATHS)
 
 
 @dataclass
 class PlotAttentionSchema:
-    ckpt_path: str | None = None
-    prompt: str = "ROMEO:\nO, she doth teach the torch"
-    out: str | None = None
-    paths: Any = None
+    ckpt_path: str | None = key(None, CHECKPOINT)
+    prompt: str = key("ROMEO:\nO, she doth teach the torch", "cropped to its last context_window characters")
+    out: str | None = key(None, "null: attention.png in the checkpoint's run directory")
+    paths: Any = key(None, PATHS)
 
 
 @dataclass
 class ExploreSchema:
-    ckpt_path: str | None = None
-    out: str | None = None
-    prompt: str | None = None
-    text: str | None = None
-    excerpt_chars: int = 2000
-    weights: str = "auto"
-    paths: Any = None
+    ckpt_path: str | None = key(None, CHECKPOINT.replace("best.ckpt)", "best.ckpt) or last"))
+    out: str | None = key(None, "null = explore.html in the checkpoint's run directory")
+    prompt: str | None = key(None, "the text the page opens with; null = the first line of the excerpt")
+    text: str | None = key(None, 'a UTF-8 file for "Where it fails"; null = the checkpoint\'s own validation split')
+    excerpt_chars: int = key(2000, 'how many characters "Where it fails" scores')
+    weights: str = key("auto", "float32, float16 or auto (float16 above 1.5M parameters: BENCHMARKS.md, Explorer)")
+    paths: Any = key(None, PATHS)
 
 
 def register(config_name: str) -> None:
@@ -169,14 +202,25 @@ def register(config_name: str) -> None:
     store.store(group="model", name="seed_schema", node=SeedSchema)
     for name, settings in OPTIMIZERS.items():  # the optimizers' settings, typed where they are used
         store.store(group="optimizer", name=f"{name}_schema", node=settings)
-    data = schema_of(TextDataModule, "DataSchema", skip=DATA_SET_BY_TRAIN, _target_="")
+    data = schema_of(TextDataModule, "DataSchema", skip=DATA_SET_BY_TRAIN, help=TextDataModule.HELP, _target_="")
     store.store(group="data", name="data_schema", node=data)
     # Trainer(...) takes every key but the objects train() hands it itself.
-    trainer = schema_of(Trainer, "TrainerSchema", skip=TRAINER_SET_BY_TRAIN, _target_="lightning.pytorch.Trainer")
+    target = "lightning.pytorch.Trainer"
+    trainer = schema_of(Trainer, "TrainerSchema", skip=TRAINER_SET_BY_TRAIN, help=TRAINER_HELP, _target_=target)
     store.store(group="trainer", name="trainer_schema", node=trainer)
 
 
 TRAINER_SET_BY_TRAIN = ("callbacks", "logger", "plugins", "enable_progress_bar")
+# The one line --help prints for the Trainer's keys this project sets (Lightning's docs say the rest).
+TRAINER_HELP = {
+    "max_steps": "optimizer steps to train",
+    "val_check_interval": "steps between validations over the whole val split",
+    "log_every_n_steps": "steps between the training loss's points in TensorBoard",
+    "precision": "32-true, bf16-mixed, 16-mixed, ...",
+    "accelerator": "auto: a GPU when there is one, else the CPU",
+    "devices": "how many devices (processes) train together",
+    "gradient_clip_val": "gradients clipped to this norm; 0 or null: no clipping",
+}
 # model.context_window is the one key of the window: the DataModule is handed it, never configured with it.
 DATA_SET_BY_TRAIN = ("tokenizer", "corpus", "context_window")
 
@@ -339,3 +383,120 @@ def check_values(cfg: DictConfig) -> None:
             f"got {cfg.model.context_window}: widen the window, or callbacks.head_scores=null"
         )
     rules.sweep(cfg.sweep.jobs_per_gpu, cfg.sweep.media)
+
+
+# ---------------------------------------------------------------------------- --help
+# hydra.help.template is ${command_help:<command>}: Hydra's --help prints this text, made from the
+# config it composed (each key's default) and the schemas (each key's line, metadata["help"]).
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+# The keys people change most, as `--help` lists them; a command not named here lists all its own keys.
+COMMON_KEYS = {
+    "train": (
+        "model.num_heads",
+        "model.embedding_dim",
+        "model.context_window",
+        "model.num_layers",
+        "model.positional",
+        "model.dropout",
+        "model.norm",
+        "model.activation",
+        "data.batch_size",
+        "data.path",
+        "data.val_tokens",
+        "data.sampling",
+        "optimizer.lr",
+        "optimizer.warmup_steps",
+        "trainer.max_steps",
+        "trainer.val_check_interval",
+        "trainer.log_every_n_steps",
+        "seed",
+        "ckpt_path",
+        "finetune",
+        "sample.prompt",
+        "explorer",
+    ),
+}
+
+
+def key_line(cfg: DictConfig, name: str) -> str:
+    """A key's one line: metadata["help"] of its field in the schema of the node that holds it."""
+    parent, _, last = name.rpartition(".")
+    node = OmegaConf.select(cfg, parent) if parent else cfg
+    schema = OmegaConf.get_type(node)
+    lines = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(schema)} if schema else {}
+    return lines.get(last, "")
+
+
+def typed(value: Any) -> str:
+    """A value as the command line takes it: null, true, 0.002, [0.9,0.99], 'quoted with\\n'."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(typed(v) for v in value) + "]"
+    text = str(value)
+    if isinstance(value, str) and any(c in text for c in " \n,'\""):
+        return "'" + text.replace("\n", "\\n").replace("'", "\\'") + "'"
+    return text
+
+
+def option_line(group: str, option: str) -> str:
+    """The first sentence of an option's YAML file's opening comment: where the option says what it is."""
+    header = []
+    for line in (CONF / group / f"{option}.yaml").read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        if not line.startswith("# @package"):
+            header.append(line.lstrip("#").strip())
+    match = re.match(r"(.+?(?<!e\.g)(?<!i\.e)[.!?])(\s|$)", " ".join(header))
+    return match.group(1) if match else " ".join(header)
+
+
+def group_options(group: str) -> list[str]:
+    """A config group's options, as a user chooses them (the schemas are not options)."""
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+def listed_keys(config_name: str, cfg: DictConfig) -> list[str]:
+    """The keys --help lists: the command's common keys, or all its own (not paths, not hydra)."""
+    return list(COMMON_KEYS.get(config_name) or [k for k in cfg if k not in ("hydra", "paths")])
+
+
+def command_help(config_name: str, *, _root_: DictConfig) -> str:
+    """The whole --help text of one command, from the config Hydra composed for it (_root_)."""
+    width = min(shutil.get_terminal_size((100, 24)).columns, 120)
+    out = [f"python -m src.{config_name} [key=value ...] [-m]", "", textwrap.fill(option_line(".", config_name), width)]
+
+    def row(left: str, text: str, pad: int) -> list[str]:
+        wrapped = textwrap.wrap(text, max(width - pad - 4, 30)) or [""]
+        return [f"  {left:<{pad}}  {wrapped[0]}"] + [" " * (pad + 4) + more for more in wrapped[1:]]
+
+    choices = dict(reversed(list(_root_.hydra.runtime.choices.items())))  # in the defaults list's order
+    groups = {g: d for g, d in choices.items() if not g.startswith("hydra") and group_options(g) != [d]}
+    groups |= {"hydra/launcher": None} if config_name == "train" else {}  # Hydra's group this project gives options
+    if groups:
+        out += ["", "Config groups, one option each (group=option; * the default):"]
+        pad = max(len(f"{g}={o}") for g in groups for o in group_options(g)) + 2
+        for group, default in groups.items():
+            for option in group_options(group):
+                out += row(f"{group}={option} {'*' if option == default else ' '}", option_line(group, option), pad)
+    names = listed_keys(config_name, _root_)
+    shown = {
+        name: typed(OmegaConf.to_container(OmegaConf.create({"v": OmegaConf.select(_root_, name)}))["v"])
+        for name in names
+    }
+    common = config_name in COMMON_KEYS
+    out += ["", ("Common keys" if common else "Keys") + " and their defaults (key=value on the command line):"]
+    pad = min(max(len(f"{name}={value}") for name, value in shown.items()), 34)
+    for name, value in shown.items():
+        left = f"{name}={value}"
+        out += (
+            ([f"  {left}"] + row("", key_line(_root_, name), pad))
+            if len(left) > pad
+            else row(left, key_line(_root_, name), pad)
+        )
+    out += ["", f"Every key, with the overrides applied:  python -m src.{config_name} [key=value ...] --cfg job"]
+    if common:
+        out.append("Each key's line is its schema field's (src/run/config.py, src/model/, src/training/optim.py)")
+    out.append(f"Hydra's own flags (--cfg, --info, -m ...):  python -m src.{config_name} --hydra-help")
+    return "\n".join(out) + "\n"

@@ -31,12 +31,13 @@ import lightning as L
 import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
-from omegaconf import DictConfig, ListConfig
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from src.data.corpus import first_line, resolve_corpus
 from src.data.datamodule import require_two_characters, split_lengths
 from src.data.token_cache import EncodedCorpus, open_corpus
 from src.data.tokenizer import CharTokenizer, show_characters
+from src.model import parameters_of
 from src.model.checks import InvalidModelConfig
 from src.run.config import PRIMITIVES, ConfigError, check_values
 from src.run.rules import of_type, one_line, physical_memory, unknown_key, window_fits
@@ -107,11 +108,9 @@ def resolve_prompts(cfg: DictConfig, tokenizer: CharTokenizer, text: str) -> dic
     return prompts
 
 
-def parameters_estimate(model: DictConfig, vocab_size: int) -> int:
-    """The model's parameter count, to within its biases and norms: 4 d^2 of attention and
-    2 r d^2 of MLP per layer, embeddings (0.70M for the default model)."""
-    d, layers = model.embedding_dim, model.get("num_layers", 1)
-    return layers * (4 + 2 * model.get("mlp_ratio", 0)) * d * d + (vocab_size + model.context_window) * d
+def parameters(model: DictConfig, vocab_size: int) -> int:
+    """The model's exact parameter count (src/model's parameters_of: built on the meta device)."""
+    return parameters_of(OmegaConf.to_container(model, resolve=True), vocab_size)
 
 
 def memory_needed(cfg: DictConfig, vocab_size: int) -> float:
@@ -120,7 +119,7 @@ def memory_needed(cfg: DictConfig, vocab_size: int) -> float:
     m, B = cfg.model, cfg.data.batch_size
     d, T, layers = m.embedding_dim, m.context_window, m.get("num_layers", 1)
     activations = B * T * (layers * (20 * d + 2 * m.num_heads * T) + 2 * vocab_size)
-    return 16.0 * parameters_estimate(m, vocab_size) + 4.0 * activations
+    return 16.0 * parameters(m, vocab_size) + 4.0 * activations
 
 
 def training_device(trainer_cfg: DictConfig) -> str | None:
@@ -384,7 +383,7 @@ def checkpoint_bytes(cfg: DictConfig, vocab_size: int) -> int:
     """One checkpoint's size: fp32 weights and the optimizer's state (AdamW: two moments; SGD: a
     momentum buffer when it has momentum). 8.4 MB at the defaults."""
     state = 2 if cfg.optimizer.name == "adamw" else int(bool(cfg.optimizer.get("momentum")))
-    return 4 * (1 + state) * parameters_estimate(cfg.model, vocab_size) + CHECKPOINT_EXTRA
+    return 4 * (1 + state) * parameters(cfg.model, vocab_size) + CHECKPOINT_EXTRA
 
 
 def disk_needed(cfg: DictConfig, vocab_size: int, run_dir: Path) -> int:
@@ -393,7 +392,7 @@ def disk_needed(cfg: DictConfig, vocab_size: int, run_dir: Path) -> int:
     explorer page (weights inline, about 6 bytes per parameter) and RUN_FILES. A resumed run's own
     best.ckpt and last.ckpt are already counted on the disk."""
     checkpoint = checkpoint_bytes(cfg, vocab_size)
-    page = 6 * parameters_estimate(cfg.model, vocab_size) + 2**17 if cfg.get("explorer") else 0
+    page = 6 * parameters(cfg.model, vocab_size) + 2**17 if cfg.get("explorer") else 0
     there = sum(f.stat().st_size for f in (run_dir / "checkpoints").glob("*.ckpt") if f.is_file())
     return max(0, 3 * checkpoint - there) + page + RUN_FILES
 

@@ -78,6 +78,7 @@ def requeued_run(log_dir: str | Path) -> str | None:
     if "SLURM_JOB_ID" not in os.environ:
         return None
     from src.cluster.slurm import requeued_run, slurm_job
+
     run = requeued_run(log_dir)
     if run is not None:
         print(f"SLURM requeued job {slurm_job()}: resuming its run {run}", file=sys.stderr)

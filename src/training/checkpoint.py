@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from src.data.tokenizer import CharTokenizer
-from src.model import build_model, fewest_parameters, model_config
+from src.model import build_model, model_config, parameters_of
 from src.model.language_model import CausalLanguageModel
 
 
@@ -90,7 +90,9 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     if not isinstance(hparams, dict) or "model" not in hparams or "tokenizer" not in hparams:
         raise CheckpointError(f"{path} is not a scratchgpt checkpoint (no model config and tokenizer inside)")
     try:
-        config = model_config(hparams["model"], CharTokenizer.from_dict(hparams["tokenizer"]).vocab_size)
+        vocab_size = CharTokenizer.from_dict(hparams["tokenizer"]).vocab_size
+        config = model_config(hparams["model"], vocab_size)
+        needed = parameters_of(hparams["model"], vocab_size)  # built on the meta device: no memory
     except (ValueError, TypeError, KeyError) as err:
         raise CheckpointError(
             f"{path} holds a model config no model can be built from ({err}): the checkpoint was edited or "
@@ -98,11 +100,11 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
         ) from None
     state = checkpoint.get("state_dict")
     held = sum(v.numel() for v in state.values() if isinstance(v, torch.Tensor)) if isinstance(state, dict) else 0
-    if fewest_parameters(config) > held:  # before any model is built: its size is the file's, not the config's
+    if needed > held:  # before the model is built for real: its size is the file's, not the config's
         raise CheckpointError(
             f"{path}'s model config (model.embedding_dim={config.embedding_dim}, "
             f"model.num_layers={getattr(config, 'num_layers', 1)}) makes a model of at least "
-            f"{fewest_parameters(config):,} parameters, but the file holds {held:,} weights: the checkpoint was "
+            f"{needed:,} parameters, but the file holds {held:,} weights: the checkpoint was "
             f"edited or damaged; use another one, e.g. the run's checkpoints/last.ckpt or best.ckpt"
         )
     return checkpoint

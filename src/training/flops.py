@@ -38,7 +38,9 @@ def matmul_weights(model: nn.Module) -> int:
 
     Embedding tables are looked up, not multiplied, so they are left out, except the token
     table E when it is also the LM head (tied weights: logits = H E^T). Biases and layer-norm
-    gains are added, not multiplied.
+    gains are added, not multiplied. So N is not the parameter count (src/model's parameters_of,
+    which sizes memory and disk): it leaves out the lookup tables, biases and gains, and keeps
+    E only for its use as the head. Both are counted off a built model, neither by a formula.
     """
     n = sum(p.numel() for name, p in model.named_parameters() if name.rsplit(".", 1)[-1].startswith("W_"))
     if getattr(model.cfg, "tie_weights", False):

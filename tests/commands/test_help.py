@@ -1,22 +1,23 @@
-"""`python -m src.<command> --help` (issue 36, item 10): the groups and the common keys, each with one
-line read from where it is written, answered before torch, Lightning or Hydra load."""
+"""`python -m src.<command> --help` (issue 36, item 10; issue 43): Hydra's --help, its template
+${command_help:<command>} filled from the composed config (each key's default) and the schemas
+(each key's one line, the field's metadata["help"]): the groups' options and the common keys."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import re
-import shutil
-import subprocess
-import sys
 
 import pytest
+from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from src.run import help as cli_help
-from src.run.cli import compose
-from tests.helpers import ROOT, run_cli
+from src.export.__main__ import ExportSchema
+from src.model import GPTConfig, SeedGPTConfig
+from src.run import config
+from src.run.cli import compose_run
+from src.training.optim import OPTIMIZERS
+from tests.helpers import run_cli
 
 COMMANDS = ("train", "generate", "evaluate", "explore", "export", "plot_attention")
 
@@ -41,7 +42,7 @@ def test_help_lists_the_groups_options_and_keys_each_with_its_line(command):
     result = run_cli(command, "--help")
     assert result.returncode == 0 and result.stderr == "", result.stderr
     keys = listed(result.stdout)
-    expected = cli_help.COMMON_KEYS.get(command)
+    expected = config.COMMON_KEYS.get(command)
     if expected is not None:
         assert list(keys) == list(expected)
     assert keys and all(keys.values()), [k for k, v in keys.items() if not v]  # every key has its line
@@ -59,81 +60,27 @@ def test_help_lists_the_groups_options_and_keys_each_with_its_line(command):
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_listed_key_is_a_key_of_the_command_at_the_default_shown(command):
     """What --help shows is what composing the command gives: the key exists and its default is the same."""
-    if command == "export":  # its schema is stored by its module, as it runs
-        from hydra.core.config_store import ConfigStore
-
-        from src.export.__main__ import ExportSchema
-
-        ConfigStore.instance().store(name="export_schema", node=ExportSchema)
-    cfg = compose(command, [])
+    ConfigStore.instance().store(name="export_schema", node=ExportSchema)  # export's module stores it as it runs
+    cfg = compose_run(command, []).cfg
+    keys = listed(cfg.hydra.help.template)  # Hydra's --help prints this template
     parser = OverridesParser.create()
-    for name, key in cli_help.listed_keys(command).items():
-        composed = OmegaConf.select(cfg, name, throw_on_missing=False)
-        shown = parser.parse_overrides([f"{name}={key.default}"])[0].value()
+    for line in cfg.hydra.help.template.splitlines():
+        match = re.match(r"^  (\S+?)=(.*?)(?:  +.*)?$", line)
+        if match is None or match.group(1) not in keys:
+            continue
+        name, default = match.groups()
+        shown = parser.parse_overrides([f"{name}={default}"])[0].value()
         if isinstance(shown, str):
             shown = shown.encode().decode("unicode_escape")  # prompt='ROMEO:\nO, ...' as --help writes it
-        assert shown == composed, (name, key.default, composed)
-        assert key.description, name
+        assert shown == OmegaConf.select(cfg, name), (name, default)
 
 
-def test_no_key_is_described_twice():
-    """A key's line is in one place: the YAML that sets it or the dataclass of its schema, never both."""
-    twice = []
-    for path in sorted((ROOT / "conf").rglob("*.yaml")):
-        schema: dict = {}
-        for entry in cli_help.defaults_list(path):
-            if isinstance(entry, str) and entry in cli_help.SCHEMAS:
-                file, name = cli_help.SCHEMAS[entry]
-                schema = cli_help.dataclass_keys(ROOT / file, name, ROOT)
-        for name, key in cli_help.yaml_keys(path, ROOT).items():
-            if key.description and name in schema and schema[name].description:
-                twice.append(f"{path.relative_to(ROOT)}: {name}")
-    assert twice == []
+SCHEMAS = (GPTConfig, SeedGPTConfig, *OPTIMIZERS.values(), ExportSchema)
+SCHEMAS += tuple(getattr(config, n) for n in dir(config) if n.endswith("Schema") and n[0].isupper())
 
 
-def test_the_schema_sources_are_the_schemas_classes():
-    """help.py reads each schema's fields from a file, as text; they are the fields of the class there."""
-    for file, class_name in cli_help.SCHEMAS.values():
-        module = importlib.import_module(file.removesuffix(".py").replace("/", "."))
-        read = {key for key in cli_help.dataclass_keys(ROOT / file, class_name, ROOT) if "." not in key}
-        assert read == {f.name for f in dataclasses.fields(getattr(module, class_name))}, class_name
-
-
-def test_a_line_changed_where_it_is_written_changes_in_help(tmp_path):
-    """The help is read from the sources, not a copy: edit a dataclass's comment and a YAML comment
-    in a copy of the project and its --help says the new words."""
-    for part in ("src", "conf"):
-        shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
-    gpt = tmp_path / "src" / "model" / "gpt.py"
-    before = "num_heads: int = 4  # attention heads h, each d / h wide"
-    assert before in gpt.read_text()
-    gpt.write_text(gpt.read_text().replace(before, "num_heads: int = 4  # heads that read the stream in parallel"))
-    data = tmp_path / "conf" / "data" / "shakespeare.yaml"
-    text = data.read_text()
-    assert "batch_size: 32  # windows of model.context_window characters per training step" in text
-    data.write_text(text.replace("windows of model.context_window characters per training step", "rows per batch"))
-    result = subprocess.run(
-        [sys.executable, "-m", "src.train", "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 0, result.stderr
-    assert re.search(r"^  model.num_heads=4 +heads that read the stream in parallel$", result.stdout, re.M)
-    assert re.search(r"^  data.batch_size=32 +rows per batch$", result.stdout, re.M)
-    assert "attention heads h" not in result.stdout and "characters per training step" not in result.stdout
-
-
-@pytest.mark.parametrize("flag", ["--help", "-h"])
-def test_help_loads_neither_torch_nor_lightning_nor_hydra(flag):
-    """Why it is fast (0.3 s, not 6 s: BENCHMARKS.md, "--help"): it reads files, it imports no library."""
-    result = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "src.train", flag], cwd=ROOT, capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr
-    imported = {line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines() if "|" in line}
-    assert imported.isdisjoint({"torch", "lightning", "hydra", "omegaconf", "numpy"}), imported & {"torch", "hydra"}
-    assert "Common keys" in result.stdout
-
-
-def test_help_through_hydra_is_the_same_text():
-    """hydra.help.template (Hydra's --help, when a command is called as a function) is the same text."""
-    assert compose("generate", []).ckpt_path is None  # registers the resolver, as every command does
-    assert OmegaConf.create({"t": "${command_help:generate}"}).t == cli_help.help_text("generate")
+@pytest.mark.parametrize("schema", SCHEMAS, ids=lambda s: s.__name__)
+def test_every_key_of_a_schema_has_its_one_line(schema):
+    """A key's line is written once, beside its default: the field's metadata["help"], which --help prints."""
+    missing = [f.name for f in dataclasses.fields(schema) if f.name != "vocab_size" and not f.metadata.get("help")]
+    assert missing == [], f"{schema.__name__}: {missing}"
