@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("src.sweeps.figure",),  # a sweep's summary.png, drawn from the analysis' numbers
     ("src.training",),  # the Lightning pieces: GPTModule, callbacks, checkpoints, optimizer
     ("src.explorer",),  # the explorer page: a checkpoint's model running in one HTML file
+    ("src.trackers",),  # logger=csv, mlflow, wandb, many: the trackers beside TensorBoard
     ("src.cluster",),  # the cluster wing: torchrun's ranks meeting, SLURM's requeue, a lost DDP rank
     ("src.run.record", "src.run.rundir"),  # a run's result.json and exit status; its folder, ranks and lock
     ("src.sweeps.resources",),  # a parallel sweep's jobs sharing the machine: threads, GPU slots

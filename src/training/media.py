@@ -11,7 +11,7 @@ from src.training.tensorboard import ATTENTION_TAG
 
 
 def media_loggers(trainer: L.Trainer) -> list:
-    """The loggers that take text samples and pictures (TensorBoard and src/training/loggers.py's), on
+    """The loggers that take text samples and pictures (TensorBoard and src/trackers.py's), on
     rank 0; none in a sanity check that is not the run's validation at step 0 (the curves start
     there, and so do the media)."""
     if not trainer.is_global_zero or (trainer.sanity_checking and not validates_step_zero(trainer)):

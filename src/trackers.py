@@ -1,4 +1,4 @@
-"""The trackers besides TensorBoard, each chosen by one override (docs/export.md, "Loggers").
+"""The trackers beside TensorBoard, a wing, each chosen by one override (docs/export.md, "Loggers").
 
     logger=csv      <run dir>/csv/metrics.csv, hparams.yaml, samples/*.txt, maps/*.png (nothing to install)
     logger=mlflow   an MLflow store in <run dir>/mlflow (a sweep: <sweep dir>/mlflow), SQLite + artifacts, no server
