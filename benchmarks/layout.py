@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # two modules of one layer that are not in one package may not import each other either.
 LAYERS: list[tuple[str, ...]] = [
     ("src.model",),  # the math: attention, layers, GPT and SeedGPT, sampling, their limits (torch only)
-    ("src.run.rules",),  # every other rule a value must follow, written once (no Lightning or Hydra)
+    ("src.rules",),  # every other rule a value must follow, written once (no Lightning or Hydra)
     ("src.exercises",),  # a learner's own pieces of the notes, swapped in for the reference's
     ("src.data",),  # the text: corpus, tokenizer, token cache, windows, DataModule
     ("src.sweeps.analysis",),  # after a sweep: seed groups, the fit, the tables (numbers only)

@@ -17,9 +17,9 @@ import lightning as L
 import torch
 from omegaconf import DictConfig
 
+from src import rules
 from src.data.corpus import resolve_corpus
 from src.data.datamodule import TextDataModule
-from src.run import rules
 from src.run.cli import command, pick_device
 from src.run.config import check_evaluate
 from src.training.checkpoint import Trained, describe, find_checkpoint

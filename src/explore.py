@@ -16,9 +16,9 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 import src.training.lightning_import  # noqa: F401  (first: Lightning without scipy.signal)
+from src import rules
 from src.explorer.page import write_explorer
 from src.explorer.payload import EXCERPT_MAX_CHARS, WEIGHT_DTYPES
-from src.run import rules
 from src.run.cli import command
 from src.training.checkpoint import find_checkpoint, run_dir_of
 

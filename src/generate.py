@@ -14,8 +14,8 @@ from omegaconf import DictConfig
 
 from src.data.tokenizer import PrintableStream, printable
 from src.model.generation import check_sampling_args, sample_generators, stream
+from src.rules import sample_fits, seed
 from src.run.cli import command, pick_device
-from src.run.rules import sample_fits, seed
 from src.training.checkpoint import describe, find_checkpoint, load_trained
 
 SEPARATOR = "-" * 15

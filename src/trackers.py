@@ -28,7 +28,7 @@ from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig
 
-from src.run.rules import ConfigError, unknown_key
+from src.rules import ConfigError, unknown_key
 from src.training.tensorboard import TAGS, flatten
 
 HYDRA_KEYS = ("_target_", "_partial_", "_recursive_", "_convert_", "_args_")

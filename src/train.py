@@ -34,10 +34,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.data.datamodule import TextDataModule
 from src.model.language_model import count_parameters
+from src.rules import ConfigError
 from src.run import preflight, record, reruns, rundir
 from src.run.cli import command
 from src.run.finish import raise_if_interrupted, report, stops_in_one_line
-from src.run.rules import ConfigError
 from src.training.callbacks import GracefulInterrupt, progress_bar_shown
 from src.training.gpt_module import GPTModule
 from src.training.tensorboard import LogHyperparams, hparams_of, trial_name

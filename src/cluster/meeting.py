@@ -23,7 +23,7 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from src.run.rules import ConfigError
+from src.rules import ConfigError
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig

@@ -8,11 +8,11 @@ import lightning as L
 import numpy as np
 from torch.utils.data import DataLoader
 
+from src import rules
 from src.data.corpus import TINY_SHAKESPEARE_SHA256, TINY_SHAKESPEARE_URL, DataError, resolve_corpus
 from src.data.token_cache import EncodedCorpus, open_corpus
 from src.data.tokenizer import CharTokenizer
 from src.data.windows import EpochWindowBatches, RandomWindowBatches, ValidationWindows, validation_batches
-from src.run import rules
 
 # Tokens per validation batch when data.val_batch_size is null (see eval_batch_size).
 EVAL_TOKENS_CPU = 2_048

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from src.run.rules import window_fits
+from src.rules import window_fits
 
 IGNORE = -1  # target id of positions that are not scored (see ValidationWindows)
 MASK64 = (1 << 64) - 1

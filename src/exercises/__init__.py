@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from src.exercises.catalogue import EXERCISES, Exercise
-from src.run.rules import ConfigError
+from src.rules import ConfigError
 
 VARIABLE = "SCRATCHGPT_EXERCISES"  # which exercises a process uses: "attention" or "softmax,attention"
 FOLDER_VARIABLE = "SCRATCHGPT_EXERCISES_DIR"  # where the learner's files are (default: exercises/)

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from src.exercises import EXERCISES, ROOT, VARIABLE, exercise, learner_file, write
-from src.run.rules import ConfigError
+from src.rules import ConfigError
 
 COMMANDS = ("start", "check", "train", "reset")
 # train: the notes' model (model=seed) on the plain path, short enough to compare in about a minute

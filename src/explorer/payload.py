@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from src import rules
 from src.data.corpus import first_line, resolve_corpus
 from src.data.datamodule import split_lengths
 from src.data.token_cache import open_corpus
 from src.model.head_scores import KINDS, MEASURES, THRESHOLD, ProbeTooShort, probe_length, repeated_probe
 from src.model.language_model import count_parameters
-from src.run import rules
 from src.training.checkpoint import Trained, run_dir_of
 
 # float32 weights above this many bytes are stored as float16 by `weights=auto`, which keeps the

@@ -23,7 +23,7 @@ import torch
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
-from src.run import rules
+from src import rules
 from src.run.cli import command
 from src.training.checkpoint import Trained, describe, find_checkpoint, load_trained, run_dir_of
 

@@ -1,7 +1,7 @@
 """The limits of the models' settings, written once, in plain Python.
 
 The model configs (gpt.py, seed_gpt.py), the attention and the sampler check their values here;
-src/run/rules.py reuses these rules for the rest of a run's keys, passing its own error class, so a
+src/rules.py reuses these rules for the rest of a run's keys, passing its own error class, so a
 limit and its message never differ between the early check of a command line and the model.
 Each rule raises InvalidModelConfig (a ValueError): one line naming the key and the fix.
 """

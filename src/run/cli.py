@@ -30,10 +30,10 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 from tqdm import tqdm
 
 from src.model import checks
+from src.rules import one_line, positive_int
 from src.run import rundir  # noqa: F401  (registers the resolvers of the run's folder before any composing)
 from src.run.config import command_help, register
 from src.run.record import sweep_points
-from src.run.rules import one_line, positive_int
 
 if TYPE_CHECKING:
     import torch

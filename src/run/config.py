@@ -26,10 +26,10 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from src import rules
 from src.model.gpt import GPTConfig
 from src.model.seed_gpt import SeedGPTConfig
-from src.run import rules
-from src.run.rules import ConfigError
+from src.rules import ConfigError
 from src.training.optim import OPTIMIZERS
 
 PRIMITIVES = (int, float, str, bool)
@@ -226,7 +226,7 @@ DATA_SET_BY_TRAIN = ("tokenizer", "corpus", "context_window")
 
 
 # ---------------------------------------------------------------------------- values
-# Each rule is written once in src/run/rules.py; these functions say which keys it applies to.
+# Each rule is written once in src/rules.py; these functions say which keys it applies to.
 
 
 def check_model(model: DictConfig) -> None:

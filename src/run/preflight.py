@@ -39,8 +39,8 @@ from src.data.token_cache import EncodedCorpus, open_corpus
 from src.data.tokenizer import CharTokenizer, show_characters
 from src.model import parameters_of
 from src.model.checks import InvalidModelConfig
+from src.rules import of_type, one_line, physical_memory, unknown_key, window_fits
 from src.run.config import PRIMITIVES, ConfigError, check_values
-from src.run.rules import of_type, one_line, physical_memory, unknown_key, window_fits
 from src.training.checkpoint_io import AtomicCheckpointIO, what_is_kept
 
 PROMPTED_CALLBACKS = ("sample_text", "attention_maps", "head_scores")

@@ -13,8 +13,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
+from src.rules import ConfigError
 from src.run import record, rundir
-from src.run.rules import ConfigError
 
 PROJECT_OUTPUTS = Path(__file__).resolve().parents[2] / "outputs"
 

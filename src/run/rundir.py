@@ -15,7 +15,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from src.run.rules import ConfigError, RunDirInUse
+from src.rules import ConfigError, RunDirInUse
 
 LOCK = ".lock"
 

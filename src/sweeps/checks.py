@@ -5,7 +5,7 @@ from __future__ import annotations
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
-from src.run import rules
+from src import rules
 from src.sweeps import resources  # noqa: F401  (registers parallel_jobs, the parallel launcher's default n_jobs)
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from src.run import rules
+from src import rules
 from src.run.record import in_multirun, job_overrides, read_result, resumable, run_name, same_job, write_result
 from src.run.rundir import launched_rank, launched_run
 from src.sweeps.resources import configure_job_resources

@@ -20,7 +20,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from src.run import rules
+from src import rules
 from src.run.record import in_multirun
 
 log = logging.getLogger(__name__)

@@ -20,8 +20,8 @@ from typing import Any
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
+from src.rules import RunDirInUse
 from src.run.record import name_of, read_result, same_job, sweep_points, swept_keys
-from src.run.rules import RunDirInUse
 from src.run.rundir import lock_run_dir
 from src.sweeps.resources import sweep_size
 from src.training.signals import STOP_SIGNALS, exit_status

@@ -15,7 +15,7 @@ import lightning as L
 from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.pytorch.callbacks import Checkpoint, TQDMProgressBar
 
-from src.run.rules import positive_int
+from src.rules import positive_int
 from src.training.signals import STOP_SIGNALS
 
 log = logging.getLogger(__name__)

@@ -27,7 +27,7 @@ from torch import nn
 
 from src.model.attention import MultiHeadAttention, SingleHeadSelfAttention
 from src.model.layers import TokenAndPositionEmbedding
-from src.run.rules import finite
+from src.rules import finite
 from src.training.callbacks import TokensPerSecond
 
 log = logging.getLogger(__name__)

@@ -52,7 +52,7 @@ import torch
 from torch import Tensor
 
 from src.model.head_scores import KINDS, MEASURES, THRESHOLD, HeadScores, measure_heads, repeated_probe
-from src.run.rules import ConfigError, non_negative_int, of_type, positive_int
+from src.rules import ConfigError, non_negative_int, of_type, positive_int
 from src.training.callbacks import validates_step_zero
 from src.training.gpt_module import log_at_step
 from src.training.tensorboard import TensorBoard

@@ -5,7 +5,7 @@ from __future__ import annotations
 import lightning as L
 import torch
 
-from src.run.rules import sample_fits, sampling
+from src.rules import sample_fits, sampling
 from src.training.callbacks import validates_step_zero
 from src.training.tensorboard import ATTENTION_TAG
 

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from src.model.layers import TokenAndPositionEmbedding
-from src.run.rules import ConfigError
+from src.rules import ConfigError
 from src.training.muon import MuonWithAdamW
 
 HEADS = ("W_vocab", "W_out")  # the output layers: AdamW's under Muon, as in the reference implementations

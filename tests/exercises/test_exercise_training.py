@@ -17,8 +17,8 @@ from src import exercises
 from src.exercises import EXERCISES, write
 from src.model import build_model
 from src.model.generation import generate
+from src.rules import ConfigError
 from src.run.cli import compose
-from src.run.rules import ConfigError
 from src.train import train as run_training
 from tests.helpers import ROOT, tiny_training
 

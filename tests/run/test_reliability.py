@@ -25,10 +25,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from omegaconf import DictConfig, OmegaConf
 
+from src.rules import one_line
 from src.run import preflight, rundir
 from src.run.cli import compose, compose_run, dotted_keys, explain, job_config
 from src.run.config import ConfigError
-from src.run.rules import one_line
 from src.training.checkpoint import read_checkpoint
 from src.training.checkpoint_io import remove_leftovers
 from src.training.gpt_module import NonFiniteLossError

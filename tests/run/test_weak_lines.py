@@ -11,8 +11,8 @@ import torch
 from src.data import corpus
 from src.data.corpus import DataError, resolve_corpus
 from src.generate import run
+from src.rules import ConfigError, window_fits
 from src.run.cli import compose
-from src.run.rules import ConfigError, window_fits
 
 
 @pytest.mark.parametrize(
