@@ -15,7 +15,7 @@ import os
 import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
 from src import rules
+from src.model.checks import setting
 from src.run.cli import command
 from src.training.checkpoint import Trained, describe, find_checkpoint, load_trained, run_dir_of
 
@@ -39,23 +40,16 @@ TOLERANCE = 1e-4  # the largest logit difference an exported GPT-2 may show (the
 
 @dataclass
 class ExportSchema:
-    ckpt_path: str | None = field(
-        default=None,
-        metadata={
-            "help": "a .ckpt file, a run directory (its best.ckpt) or last; null = the newest run under outputs/"
-        },
+    ckpt_path: str | None = setting(
+        None, "a .ckpt file, a run directory (its best.ckpt) or last; null = the newest run under outputs/"
     )
-    format: str = field(
-        default="safetensors",
-        metadata={"help": "safetensors (our commands read it back) | hf (transformers' GPT-2) | transformerlens"},
+    format: str = setting(
+        "safetensors", "safetensors (our commands read it back) | hf (transformers' GPT-2) | transformerlens"
     )
-    out: str | None = field(
-        default=None,
-        metadata={
-            "help": "the folder to write (must not exist, or be empty); null = export-<format> in the run directory"
-        },
+    out: str | None = setting(
+        None, "the folder to write (must not exist, or be empty); null = export-<format> in the run directory"
     )
-    paths: Any = field(default=None, metadata={"help": "where the data and the runs are kept (conf/paths)"})
+    paths: Any = setting(None, "where the data and the runs are kept (conf/paths)")
 
 
 def check_packages(fmt: str) -> None:

@@ -27,6 +27,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from src import rules
+from src.model.checks import setting
 from src.model.gpt import GPTConfig
 from src.model.seed_gpt import SeedGPTConfig
 from src.rules import ConfigError
@@ -84,11 +85,6 @@ GPTSchema = schema_of(GPTConfig, "GPTSchema", skip=("vocab_size",), help=KIND, k
 SeedSchema = schema_of(SeedGPTConfig, "SeedSchema", skip=("vocab_size",), help=KIND, kind="seed")
 
 
-def key(default: Any, line: str) -> Any:
-    """A schema's field: its default and its one line in --help (metadata["help"])."""
-    return field(default=default, metadata={"help": line})
-
-
 CHECKPOINT = "a .ckpt file or a run directory (its best.ckpt); null = the newest run under outputs/"
 PATHS = "where the data and the runs are kept (conf/paths)"
 TOP_K = "k: draw only from the k most likely characters; null = all"
@@ -99,88 +95,90 @@ TOP_P = "p: draw from the fewest characters whose probabilities sum to p; null =
 class SampleSchema:
     """The sample printed when training ends (max_new_tokens=0: none)."""
 
-    prompt: str | None = key(None, "null: the first line of the training text")
-    max_new_tokens: int = key(300, "characters to write; 0: no sample")
-    temperature: float = key(0.8, "0 = greedy")
-    top_k: int | None = key(None, TOP_K)
-    top_p: float | None = key(None, TOP_P)
+    prompt: str | None = setting(None, "null: the first line of the training text")
+    max_new_tokens: int = setting(300, "characters to write; 0: no sample")
+    temperature: float = setting(0.8, "0 = greedy")
+    top_k: int | None = setting(None, TOP_K)
+    top_p: float | None = setting(None, TOP_P)
 
 
 @dataclass
 class SweepSchema:
     """Multirun settings (docs/sweeps.md)."""
 
-    jobs_per_gpu: int = key(1, "hydra/launcher=parallel on a GPU machine: how many jobs share each GPU")
+    jobs_per_gpu: int = setting(1, "hydra/launcher=parallel on a GPU machine: how many jobs share each GPU")
     # Sweep jobs skip the TensorBoard text sample, attention maps and final printed sample (they
     # cost more than a small job's training); true keeps them, as does setting one of those keys.
-    media: bool = key(False, "true: sweep jobs keep their samples and attention maps")
+    media: bool = setting(False, "true: sweep jobs keep their samples and attention maps")
 
 
 @dataclass
 class TrainSchema:
-    seed: int = key(1337, "the weights' initialisation, the batches and the final sample")
+    seed: int = setting(1337, "the weights' initialisation, the batches and the final sample")
     # Step, optimizer, schedule and data position continue from the checkpoint.
-    ckpt_path: str | None = key(None, "resume: a .ckpt file, a run directory (its last.ckpt), or last (the newest)")
-    finetune: bool = key(False, "true: resume on another data.path (fine-tuning), with the run's vocabulary")
+    ckpt_path: str | None = setting(None, "resume: a .ckpt file, a run directory (its last.ckpt), or last (the newest)")
+    finetune: bool = setting(False, "true: resume on another data.path (fine-tuning), with the run's vocabulary")
     # On a small CPU it costs more than it saves (BENCHMARKS.md).
-    compile: bool = key(False, "torch.compile the model")
-    overwrite: bool = key(False, "sweeps: rerun the jobs that already finished in the sweep directory")
-    progress_bar: str = key("auto", "auto: a bar on an interactive terminal outside CI; true or false to force it")
-    explorer: bool = key(True, "write <run dir>/explore.html from best.ckpt at the end (python -m src.explore)")
+    compile: bool = setting(False, "torch.compile the model")
+    overwrite: bool = setting(False, "sweeps: rerun the jobs that already finished in the sweep directory")
+    progress_bar: str = setting("auto", "auto: a bar on an interactive terminal outside CI; true or false to force it")
+    explorer: bool = setting(True, "write <run dir>/explore.html from best.ckpt at the end (python -m src.explore)")
     sample: SampleSchema = field(default_factory=SampleSchema, metadata={"help": "the sample printed at the end"})
     sweep: SweepSchema = field(default_factory=SweepSchema, metadata={"help": "multirun sweeps (docs/sweeps.md)"})
     # The groups: each checked by its own schema when its YAML file is composed.
-    paths: Any = key(None, PATHS)
-    model: Any = key(None, "model=gpt or model=seed")
-    data: Any = key(None, "the text and its batches (TextDataModule)")
-    optimizer: Any = key(None, "optimizer=adamw, sgd or muon")
-    trainer: Any = key(None, "Lightning's Trainer")
-    logger: Any = key(None, "the trackers: logger=tensorboard, csv, ...")
-    callbacks: Any = key(None, "Lightning callbacks")
+    paths: Any = setting(None, PATHS)
+    model: Any = setting(None, "model=gpt or model=seed")
+    data: Any = setting(None, "the text and its batches (TextDataModule)")
+    optimizer: Any = setting(None, "optimizer=adamw, sgd or muon")
+    trainer: Any = setting(None, "Lightning's Trainer")
+    logger: Any = setting(None, "the trackers: logger=tensorboard, csv, ...")
+    callbacks: Any = setting(None, "Lightning callbacks")
 
 
 @dataclass
 class GenerateSchema:
-    ckpt_path: str | None = key(None, CHECKPOINT)
-    prompt: str = key("ROMEO:", "the text to continue; every character must be in the model's vocabulary")
-    max_new_tokens: int = key(500, "characters to write after the prompt")
-    num_samples: int = key(1, "samples drawn together as one batch; sample i uses seed + i")
-    temperature: float = key(0.8, "0 = greedy")
-    top_k: int | None = key(None, TOP_K)
-    top_p: float | None = key(None, TOP_P)
-    greedy: bool = key(False, "true: always the most likely character (temperature is ignored)")
-    seed: int | None = key(1337, "null = a different sample every time")
-    device: str = key("auto", "auto = a GPU when there is one, else cpu")
-    paths: Any = key(None, PATHS)
+    ckpt_path: str | None = setting(None, CHECKPOINT)
+    prompt: str = setting("ROMEO:", "the text to continue; every character must be in the model's vocabulary")
+    max_new_tokens: int = setting(500, "characters to write after the prompt")
+    num_samples: int = setting(1, "samples drawn together as one batch; sample i uses seed + i")
+    temperature: float = setting(0.8, "0 = greedy")
+    top_k: int | None = setting(None, TOP_K)
+    top_p: float | None = setting(None, TOP_P)
+    greedy: bool = setting(False, "true: always the most likely character (temperature is ignored)")
+    seed: int | None = setting(1337, "null = a different sample every time")
+    device: str = setting("auto", "auto = a GPU when there is one, else cpu")
+    paths: Any = setting(None, PATHS)
 
 
 @dataclass
 class EvaluateSchema:
-    ckpt_path: str | None = key(None, CHECKPOINT)
-    data_path: str | None = key(None, "null = the text the checkpoint was trained on")
-    batch_size: int | None = key(None, "windows per batch; null: sized by tokens for the device")
-    val_tokens: int | None = key(None, "null = score the whole val (and test) split; N = only its first N characters")
-    device: str = key("auto", "auto = a GPU when there is one, else cpu")
-    paths: Any = key(None, PATHS)
+    ckpt_path: str | None = setting(None, CHECKPOINT)
+    data_path: str | None = setting(None, "null = the text the checkpoint was trained on")
+    batch_size: int | None = setting(None, "windows per batch; null: sized by tokens for the device")
+    val_tokens: int | None = setting(
+        None, "null = score the whole val (and test) split; N = only its first N characters"
+    )
+    device: str = setting("auto", "auto = a GPU when there is one, else cpu")
+    paths: Any = setting(None, PATHS)
 
 
 @dataclass
 class PlotAttentionSchema:
-    ckpt_path: str | None = key(None, CHECKPOINT)
-    prompt: str = key("ROMEO:\nO, she doth teach the torch", "cropped to its last context_window characters")
-    out: str | None = key(None, "null: attention.png in the checkpoint's run directory")
-    paths: Any = key(None, PATHS)
+    ckpt_path: str | None = setting(None, CHECKPOINT)
+    prompt: str = setting("ROMEO:\nO, she doth teach the torch", "cropped to its last context_window characters")
+    out: str | None = setting(None, "null: attention.png in the checkpoint's run directory")
+    paths: Any = setting(None, PATHS)
 
 
 @dataclass
 class ExploreSchema:
-    ckpt_path: str | None = key(None, CHECKPOINT.replace("best.ckpt)", "best.ckpt) or last"))
-    out: str | None = key(None, "null = explore.html in the checkpoint's run directory")
-    prompt: str | None = key(None, "the text the page opens with; null = the first line of the excerpt")
-    text: str | None = key(None, 'a UTF-8 file for "Where it fails"; null = the checkpoint\'s own validation split')
-    excerpt_chars: int = key(2000, 'how many characters "Where it fails" scores')
-    weights: str = key("auto", "float32, float16 or auto (float16 above 1.5M parameters: BENCHMARKS.md, Explorer)")
-    paths: Any = key(None, PATHS)
+    ckpt_path: str | None = setting(None, CHECKPOINT.replace("best.ckpt)", "best.ckpt) or last"))
+    out: str | None = setting(None, "null = explore.html in the checkpoint's run directory")
+    prompt: str | None = setting(None, "the text the page opens with; null = the first line of the excerpt")
+    text: str | None = setting(None, 'a UTF-8 file for "Where it fails"; null = the checkpoint\'s own validation split')
+    excerpt_chars: int = setting(2000, 'how many characters "Where it fails" scores')
+    weights: str = setting("auto", "float32, float16 or auto (float16 above 1.5M parameters: BENCHMARKS.md, Explorer)")
+    paths: Any = setting(None, PATHS)
 
 
 def register(config_name: str) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from src.model.checks import setting
 from src.model.layers import TokenAndPositionEmbedding
 from src.rules import ConfigError
 from src.training.muon import MuonWithAdamW
@@ -27,31 +28,29 @@ HEADS = ("W_vocab", "W_out")  # the output layers: AdamW's under Muon, as in the
 class AdamW:
     """AdamW with weight decay on the weight matrices only; linear warmup, then cosine decay to min_lr."""
 
-    name: str = field(default="adamw", metadata={"help": "the optimizer, chosen with optimizer=<name>"})
-    lr: float = field(default=2e-3, metadata={"help": "the peak learning rate, reached after warmup_steps"})
+    name: str = setting("adamw", "the optimizer, chosen with optimizer=<name>")
+    lr: float = setting(2e-3, "the peak learning rate, reached after warmup_steps")
     betas: list[float] = field(
         default_factory=lambda: [0.9, 0.99], metadata={"help": "the decay rates of Adam's two moment averages"}
     )
-    weight_decay: float = field(default=0.1, metadata={"help": "decoupled weight decay, on the weight matrices only"})
-    fused: bool = field(default=True, metadata={"help": "one fused kernel for the whole update"})
-    warmup_steps: int = field(default=100, metadata={"help": "steps of linear warmup from 0 to lr"})
-    min_lr: float = field(default=2e-4, metadata={"help": "the rate the cosine decays to"})
-    decay_steps: int | None = field(default=None, metadata={"help": "null: trainer.max_steps"})
+    weight_decay: float = setting(0.1, "decoupled weight decay, on the weight matrices only")
+    fused: bool = setting(True, "one fused kernel for the whole update")
+    warmup_steps: int = setting(100, "steps of linear warmup from 0 to lr")
+    min_lr: float = setting(2e-4, "the rate the cosine decays to")
+    decay_steps: int | None = setting(None, "null: trainer.max_steps")
 
 
 @dataclass
 class SGD:
     """The notes' plain gradient descent: theta <- theta - lr * grad, at a constant rate by default."""
 
-    name: str = field(default="sgd", metadata={"help": "the optimizer, chosen with optimizer=<name>"})
-    lr: float = field(default=1e-3, metadata={"help": "the learning rate"})
-    momentum: float = field(default=0.0, metadata={"help": "heavy-ball momentum; 0: plain gradient descent"})
-    weight_decay: float = field(default=0.0, metadata={"help": "weight decay, on the weight matrices only"})
-    warmup_steps: int = field(default=0, metadata={"help": "steps of linear warmup from 0 to lr"})
-    min_lr: float | None = field(
-        default=None, metadata={"help": "null: lr, constant whatever lr is typed (sgd.yaml: ${optimizer.lr})"}
-    )
-    decay_steps: int | None = field(default=None, metadata={"help": "null: trainer.max_steps"})
+    name: str = setting("sgd", "the optimizer, chosen with optimizer=<name>")
+    lr: float = setting(1e-3, "the learning rate")
+    momentum: float = setting(0.0, "heavy-ball momentum; 0: plain gradient descent")
+    weight_decay: float = setting(0.0, "weight decay, on the weight matrices only")
+    warmup_steps: int = setting(0, "steps of linear warmup from 0 to lr")
+    min_lr: float | None = setting(None, "null: lr, constant whatever lr is typed (sgd.yaml: ${optimizer.lr})")
+    decay_steps: int | None = setting(None, "null: trainer.max_steps")
 
 
 @dataclass
@@ -59,25 +58,20 @@ class Muon:
     """Muon (src/training/muon.py) for the hidden weight matrices, AdamW for the embeddings, the head,
     gains and biases; warmup + cosine as AdamW's, the same shape for both rates."""
 
-    name: str = field(default="muon", metadata={"help": "the optimizer, chosen with optimizer=<name>"})
-    lr: float = field(default=0.02, metadata={"help": "Muon's rate, for the hidden weight matrices"})
-    momentum: float = field(default=0.95, metadata={"help": "Muon's momentum"})
-    nesterov: bool = field(default=True, metadata={"help": "Nesterov momentum"})
-    ns_steps: int = field(default=5, metadata={"help": "Newton-Schulz iterations that orthogonalise each update"})
-    ns_dtype: str = field(
-        default="float32",
-        metadata={"help": "or bfloat16: the Newton-Schulz iterations, faster on a CPU with bf16 matmuls"},
-    )
-    weight_decay: float = field(default=0.0, metadata={"help": "on the hidden weight matrices"})
-    adam_lr: float = field(
-        default=2e-3, metadata={"help": "AdamW's rate, for the embeddings, the head, gains and biases"}
-    )
+    name: str = setting("muon", "the optimizer, chosen with optimizer=<name>")
+    lr: float = setting(0.02, "Muon's rate, for the hidden weight matrices")
+    momentum: float = setting(0.95, "Muon's momentum")
+    nesterov: bool = setting(True, "Nesterov momentum")
+    ns_steps: int = setting(5, "Newton-Schulz iterations that orthogonalise each update")
+    ns_dtype: str = setting("float32", "or bfloat16: the Newton-Schulz iterations, faster on a CPU with bf16 matmuls")
+    weight_decay: float = setting(0.0, "on the hidden weight matrices")
+    adam_lr: float = setting(2e-3, "AdamW's rate, for the embeddings, the head, gains and biases")
     betas: list[float] = field(
         default_factory=lambda: [0.9, 0.99], metadata={"help": "the decay rates of AdamW's two moment averages"}
     )
-    warmup_steps: int = field(default=100, metadata={"help": "steps of linear warmup from 0 to both rates"})
-    min_lr: float = field(default=2e-3, metadata={"help": "the schedule ends at min_lr / lr of both rates"})
-    decay_steps: int | None = field(default=None, metadata={"help": "null: trainer.max_steps"})
+    warmup_steps: int = setting(100, "steps of linear warmup from 0 to both rates")
+    min_lr: float = setting(2e-3, "the schedule ends at min_lr / lr of both rates")
+    decay_steps: int | None = setting(None, "null: trainer.max_steps")
 
 
 Settings = AdamW | SGD | Muon
