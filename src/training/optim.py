@@ -19,7 +19,6 @@ from torch import nn
 from src.model.checks import setting
 from src.model.layers import TokenAndPositionEmbedding
 from src.rules import ConfigError
-from src.training.muon import MuonWithAdamW
 
 HEADS = ("W_vocab", "W_out")  # the output layers: AdamW's under Muon, as in the reference implementations
 
@@ -152,6 +151,8 @@ class WarmupCosine:
 def build_optimizer(model: nn.Module, cfg: Mapping[str, Any]) -> torch.optim.Optimizer:
     opt = settings(cfg)
     if isinstance(opt, Muon):
+        from src.training.muon import MuonWithAdamW  # optimizer=muon only
+
         return MuonWithAdamW(muon_groups(model, opt))
     groups = parameter_groups(model, opt.weight_decay)
     if isinstance(opt, AdamW):
