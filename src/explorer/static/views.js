@@ -325,6 +325,11 @@ function legend(id, colours, from, to, swatches = []) {
 }
 
 const MASKED_RGB = [242, 243, 245]; // the future: no weight at all, drawn apart from a weight of 0
+/** model.attention_window w (null: every earlier key): query i sees keys i-w+1 .. i, the rest masked. */
+const W_ATT = model.config.attention_window || null;
+const firstKey = (i) => (W_ATT ? Math.max(0, i - W_ATT + 1) : 0);
+const isMasked = (i, j) => j > i || j < firstKey(i);
+const maskWords = W_ATT ? `−∞ above the diagonal and before the window: query i sees keys i−${W_ATT - 1}..i, w = ${W_ATT}` : "−∞ above the diagonal";
 
 /** A T x T attention map as pixels on its own canvas: one putImageData, however large T is. */
 function heatCanvas(weights, T) {
@@ -334,7 +339,7 @@ function heatCanvas(weights, T) {
   const image = ctx.createImageData(T, T);
   for (let a = 0; a < T; a++)
     for (let b = 0; b < T; b++) {
-      const [r, g, bl] = b > a ? MASKED_RGB : heatRGB(weights[a * T + b]);
+      const [r, g, bl] = isMasked(a, b) ? MASKED_RGB : heatRGB(weights[a * T + b]);
       image.data.set([r, g, bl, 255], 4 * (a * T + b));
     }
   ctx.putImageData(image, 0, 0);
@@ -357,14 +362,14 @@ function drawAttention() {
   const { weights } = selectedHead();
   const i = queryIndex();
   seen.forEach((ch, j) => {
-    const w = j <= i ? weights[i * T + j] : 0;
+    const w = isMasked(i, j) ? 0 : weights[i * T + j];
     strip.append(
       el(
         "span",
         {
-          class: "ch att" + (j === i ? " query" : "") + (j > i ? " future" : ""),
-          style: j <= i ? `background:${heat(w)}` : "",
-          title: j <= i ? `weight ${fmt(w)}` : "the future: masked",
+          class: "ch att" + (j === i ? " query" : "") + (isMasked(i, j) ? " future" : ""),
+          style: isMasked(i, j) ? "" : `background:${heat(w)}`,
+          title: j > i ? "the future: masked" : j < firstKey(i) ? `outside the window (${W_ATT}): masked` : `weight ${fmt(w)}`,
           onmouseenter: () => {
             if (state.pinned || queryIndex() === j) return; // the redrawn character under the mouse: nothing new
             state.query = j;
@@ -376,7 +381,7 @@ function drawAttention() {
       )
     );
   });
-  $("att-caption").textContent = `layer ${state.layer}, head ${state.head}: the weights that position ${i} (${JSON.stringify(seen[i])}) puts on each earlier character` + (state.pinned ? " (pinned: click it again to follow the mouse)" : " (hover a character; click to pin)");
+  $("att-caption").textContent = `layer ${state.layer}, head ${state.head}: the weights that position ${i} (${JSON.stringify(seen[i])}) puts on each earlier character` + (W_ATT ? ` of the window, keys ${firstKey(i)}..${i}` : "") + (state.pinned ? " (pinned: click it again to follow the mouse)" : " (hover a character; click to pin)");
   drawMap($("att-map"), weights, T, i, seen);
   drawSteps(steps, i);
 }
@@ -441,12 +446,12 @@ function drawSteps(box, i) {
   const { scores, weights, context } = selectedHead();
   const { T, window: seen } = current;
   const dK = att.dK;
-  box.append(el("p", { class: "formula" }, `scores = Q Kᵀ / √d_k  (d_k = ${dK}),   + M (−∞ above the diagonal),   weights = softmax,   context = weights · V`));
+  box.append(el("p", { class: "formula" }, `scores = Q Kᵀ / √d_k  (d_k = ${dK}),   + M (${maskWords}),   weights = softmax,   context = weights · V`));
   const table = el("table", { class: "steps" });
   table.append(el("tr", {}, ...["j", "char", "q·k_j / √d_k", "+ mask", "softmax", "× v_j[0]"].map((h) => el("th", {}, h))));
   const V = att.V, d = model.d, offset = state.head * dK;
   for (let j = 0; j < T; j++) {
-    const masked = j > i;
+    const masked = isMasked(i, j);
     table.append(
       el(
         "tr",
@@ -559,6 +564,7 @@ function blockWords() {
     c.qk_norm ? "each head's Q and K RMS-normalised" : "",
     c.positional === "rope" ? "Q and K rotated by their position (RoPE)" : "",
     c.smeared_keys ? "each key smeared with the one before: k′ⱼ = σ(α) kⱼ + (1 − σ(α)) kⱼ₋₁" : "",
+    W_ATT ? `a sliding window: query i sees keys i−${W_ATT - 1}..i only (w = ${W_ATT})` : "",
   ].filter(Boolean).join("; ");
   const readout = (seed ? "context W_out + b_out" : `${norm}_f, then W_vocab`) + (c.logit_softcap ? `, capped: c · tanh(z / c), c = ${c.logit_softcap}` : "");
   return { seed, norm, normFormula, act, b2: b(2), mlpSteps, qkv, readout, hasMLP: !seed && c.mlp_ratio > 0 };
@@ -796,7 +802,7 @@ function drawQKV() {
   const dot = products.reduce((a, b) => a + b, 0);
   $("qkv").append(
     el("div", { class: "controls" }, el("span", {}, `layer ${state.layer}, head ${h}, query ${i} (${JSON.stringify(seen[i])}), key`), select),
-    el("p", { class: "formula" }, `q_${i} · k_${j} = Σ_c q[c] k[c] = ${fmt(dot, 4)};  / √d_k = / √${dK} → score ${fmt(dot / Math.sqrt(dK), 4)};  softmax over keys 0..${i} → weight ${fmt(w, 4)};  the weight scales v_${j}, and the context sums w · v over every key`),
+    el("p", { class: "formula" }, `q_${i} · k_${j} = Σ_c q[c] k[c] = ${fmt(dot, 4)};  / √d_k = / √${dK} → score ${fmt(dot / Math.sqrt(dK), 4)};  softmax over keys ${firstKey(i)}..${i} → weight ${fmt(w, 4)};  the weight scales v_${j}, and the context sums w · v over every key`),
     el("p", { class: "hint" }, `q_i = the query row of Q (${blockWords().qkv}, from ${blockWords().norm}(X)), k_j and v_j the key's rows of K and V, in head ${h}'s ${dK} columns (${h * dK} to ${(h + 1) * dK - 1}); red negative, blue positive. A key scores high when its vector points where the query's does: the products' column shows which components agree.`),
     el("div", { class: "qkv-box" }, table)
   );
@@ -1235,8 +1241,9 @@ window.scratchgpt = {
 };
 
 function drawLegends() {
+  if (W_ATT) $("att-mask-hint").textContent = `Row i: the weights of query i. Masked: the future above the diagonal, and the keys older than the window w = ${W_ATT} (j ≤ i − ${W_ATT}): −∞ before the softmax, so exactly 0 after.`;
   const ramp = [0, 0.25, 0.5, 0.75, 1].map(heat);
-  legend("att-legend", ramp, "weight 0", "1", [[`background:rgb(${MASKED_RGB.join(",")});border:1px solid #d0d5dd`, "masked future"], ["border:2px solid #d33", "the query's row"]]);
+  legend("att-legend", ramp, "weight 0", "1", [[`background:rgb(${MASKED_RGB.join(",")});border:1px solid #d0d5dd`, W_ATT ? `masked: the future, and keys outside the window (w = ${W_ATT})` : "masked future"], ["border:2px solid #d33", "the query's row"]]);
   legend("lens-legend", ramp, "p of the top character 0%", "100%", [["border:2px solid #1d2330", "it is the character that really follows"]]);
   legend("fail-legend", [0, 0.5, 1].map((a) => `rgba(220, 50, 47, ${a})`), "loss 0 nats (certain)", "≥ 5 nats", []);
 }
