@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import lightning as L
@@ -80,13 +81,19 @@ class TextDataModule(L.LightningDataModule):
         tokenizer: CharTokenizer | None = None,
         corpus: EncodedCorpus | None = None,
     ):
-        """tokenizer, corpus: what the run's plan already read (preflight.plan), so not read again."""
+        """tokenizer, corpus: what the run's plan already read (preflight.plan), so not read again.
+
+        Checks its settings and reads nothing: the plan constructs it before it opens the text."""
         super().__init__()
         rules.positive_int("model.context_window", context_window)
         rules.positive_int("data.batch_size", batch_size)
         rules.val_tokens(val_tokens, context_window)
         rules.choice("data.sampling", sampling, rules.SAMPLING)
         rules.split_fractions(val_fraction, test_fraction)
+        if val_batch_size is not None:
+            rules.positive_int("data.val_batch_size", val_batch_size, "or null to size batches by tokens")
+        if not (rules.is_int(num_workers) and 0 <= num_workers <= (os.cpu_count() or 1)):
+            rules.refuse("data.num_workers", num_workers, f"between 0 and this machine's {os.cpu_count()} cores")
         self.context_window, self.batch_size, self.val_batch_size = context_window, batch_size, val_batch_size
         self.path, self.cache_dir, self.url, self.sha256 = path, cache_dir, url, sha256
         self.val_fraction, self.test_fraction = val_fraction, test_fraction

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import os
 import re
 import shutil
 import textwrap
@@ -266,17 +265,6 @@ def check_optimizer(opt: DictConfig) -> None:
             rules.refuse("optimizer.momentum", opt.momentum, "in [0, 1) for Muon", "e.g. 0.95")
 
 
-def check_data(data: DictConfig, context_window: int) -> None:
-    rules.positive_int("data.batch_size", data.batch_size)
-    if data.val_batch_size is not None:
-        rules.positive_int("data.val_batch_size", data.val_batch_size, "or null to size batches by tokens")
-    if not (rules.is_int(data.num_workers) and 0 <= data.num_workers <= (os.cpu_count() or 1)):
-        rules.refuse("data.num_workers", data.num_workers, f"between 0 and this machine's {os.cpu_count()} cores")
-    rules.split_fractions(data.val_fraction, data.test_fraction)
-    rules.val_tokens(data.val_tokens, context_window)
-    rules.choice("data.sampling", data.sampling, rules.SAMPLING)
-
-
 def check_trainer(trainer: DictConfig) -> None:
     rules.positive_int("trainer.max_steps", trainer.max_steps, "the number of optimizer steps to train")
     interval = trainer.val_check_interval
@@ -362,7 +350,6 @@ def check_values(cfg: DictConfig) -> None:
     rules.seed("seed", cfg.seed)
     rules.choice("progress_bar", str(cfg.progress_bar).lower(), ("auto", "true", "false"))
     check_model(cfg.model)
-    check_data(cfg.data, cfg.model.context_window)
     check_optimizer(cfg.optimizer)
     check_trainer(cfg.trainer)
     check_precision(cfg)

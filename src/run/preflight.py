@@ -325,14 +325,18 @@ def build_logger(cfg: DictConfig, version: str) -> Any:
     return part("logger", cfg.logger, version=version) if cfg.logger is not None else False
 
 
-def build_datamodule(cfg: DictConfig, tokenizer: CharTokenizer, corpus: EncodedCorpus | None = None) -> Any:
-    """The DataModule, handed the one window length there is (the model's) and what the plan read."""
+def build_datamodule(
+    cfg: DictConfig, tokenizer: CharTokenizer | None = None, corpus: EncodedCorpus | None = None
+) -> Any:
+    """The DataModule, handed the one window length there is (the model's) and what the plan read
+    (none yet: the plan builds one first, for its constructor to refuse bad data.* settings)."""
     return part("data", cfg.data, context_window=cfg.model.context_window, tokenizer=tokenizer, corpus=corpus)
 
 
 def plan(cfg: DictConfig) -> Plan:
     """Check a composed train config against everything it will meet; raise ConfigError naming the fix."""
     check_values(cfg)
+    build_datamodule(cfg)  # data.*: TextDataModule's own checks, before the text is opened (or encoded)
     check_accelerator(cfg.trainer)
     warn_slow_bfloat16(cfg)
     resume, checkpoint = None, None
