@@ -357,10 +357,6 @@ def check_values(cfg: DictConfig) -> None:
     checkpoint = cfg.callbacks.get("model_checkpoint") if cfg.callbacks is not None else None
     if checkpoint is not None and "monitor" in checkpoint:
         rules.monitored("callbacks.model_checkpoint.monitor", checkpoint.monitor)
-    progress = (cfg.get("callbacks") or {}).get("progress_log")
-    if progress is not None:
-        every = progress.get("every_seconds")
-        rules.finite("callbacks.progress_log.every_seconds", every, 0.0, "a number >= 0 (seconds between lines)")
     heads = (cfg.get("callbacks") or {}).get("head_scores")
     if heads is not None and cfg.model.context_window < 4:
         raise ConfigError(

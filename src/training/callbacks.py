@@ -15,7 +15,7 @@ import lightning as L
 from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.pytorch.callbacks import Checkpoint, TQDMProgressBar
 
-from src.rules import positive_int
+from src.rules import finite, positive_int
 from src.training.signals import STOP_SIGNALS
 
 log = logging.getLogger(__name__)
@@ -147,7 +147,8 @@ class ProgressLog(L.Callback):
     """Without a progress bar (output to a file, CI, nohup): a plain line every `every_seconds`,
     so a log shows the run moving long before its first validation."""
 
-    def __init__(self, every_seconds: float = 30.0):  # checked by config.check_values
+    def __init__(self, every_seconds: float = 30.0):
+        finite("every_seconds", every_seconds, 0.0, "a number >= 0 (seconds between lines)")
         self.every_seconds = every_seconds
         self.started: float | None = None
         self.last, self.first_step = 0.0, 0
