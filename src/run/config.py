@@ -5,7 +5,9 @@ schema first in its defaults list. OmegaConf itself then refuses unknown keys an
 wrong type (`model.embedding_dim=64.5`), naming the key. The schemas of the model, the data and
 the Trainer are read off the classes they configure (GPTConfig, the DataModule's and the
 Trainer's constructors), so every argument of those is a key and no list is kept twice.
-What a type cannot say (a positive rate, heads that divide the width) is `check_values`.
+What a type cannot say (heads that divide the width, a positive batch) each class checks in its
+constructor, naming the key; `check_values` calls the model config's, and holds the optimizers'
+and the Trainer's rules (the Trainer is Lightning's, and refuses some values without the key).
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
 from src import rules
 from src.model.checks import setting
@@ -265,7 +267,35 @@ def check_optimizer(opt: DictConfig) -> None:
             rules.refuse("optimizer.momentum", opt.momentum, "in [0, 1) for Muon", "e.g. 0.95")
 
 
+# The values Lightning's Trainer documents for `precision` (lightning.ai, Trainer, precision).
+PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "64-true", "bf16-true", "16-true", "32", "16", "bf16", "64")
+PRECISIONS += ("transformer-engine", "transformer-engine-float16")
+
+
+def trainer_refuses(key: str, value: Any, takes: str) -> NoReturn:
+    """A value Lightning's Trainer documents it does not take, refused here naming the key (its own
+    error, raised from inside its accelerator connector, names neither the key nor the fix)."""
+    raise ConfigError(f"trainer.{key}={typed(value)}: Trainer refuses it: {key} takes {takes}")
+
+
+def devices_taken(devices: Any) -> bool:
+    """trainer.devices as the Trainer documents it: a positive number, -1 or auto (all), device indices."""
+    if rules.is_int(devices) or (isinstance(devices, str) and re.fullmatch(r"-?\d+", devices.strip())):
+        return int(devices) > 0 or int(devices) == -1
+    if isinstance(devices, str):
+        return devices == "auto" or re.fullmatch(r"\s*\d+\s*(,\s*\d+\s*)*,?\s*", devices) is not None
+    if isinstance(devices, ListConfig | list):
+        return len(devices) > 0 and all(rules.is_int(i) and i >= 0 for i in devices)
+    return False
+
+
 def check_trainer(trainer: DictConfig) -> None:
+    if not devices_taken(trainer.devices):
+        trainer_refuses(
+            "devices", trainer.devices, "a positive number, -1 or auto for all, or device indices ([0,1] or '0,')"
+        )
+    if trainer.precision is not None and str(trainer.precision) not in PRECISIONS:
+        trainer_refuses("precision", trainer.precision, ", ".join(PRECISIONS))
     rules.positive_int("trainer.max_steps", trainer.max_steps, "the number of optimizer steps to train")
     interval = trainer.val_check_interval
     if interval is not None:

@@ -253,8 +253,7 @@ def part(key: str, spec: Any, **given: Any) -> Any:
                 raise cause from None
             if re.match(r"\w+", message)[0] in spec:  # the class named its argument
                 raise ConfigError(f"{key}.{message}") from None
-        where = f"{key}.{named}={spec[named]}" if (named := named_key(spec, message)) else key
-        raise ConfigError(f"{where}: {cls.__name__} refuses it: {message}") from None
+        raise ConfigError(f"{key}: {cls.__name__} refuses it: {message}") from None
 
 
 def check_types(key: str, spec: DictConfig, cls: type, given: dict[str, Any]) -> None:
@@ -273,17 +272,6 @@ def check_types(key: str, spec: DictConfig, cls: type, given: dict[str, Any]) ->
         kinds = tuple(a for a in args if a is not type(None))
         if kinds and all(k in PRIMITIVES for k in kinds):  # e.g. fast_dev_run: int | bool
             of_type(f"{key}.{name}", spec[name], kinds, optional=len(kinds) < len(args))
-
-
-def named_key(spec: DictConfig, message: str) -> str | None:
-    """The key of `spec` a library's error message is about: `devices=0`, then its value, then its name."""
-    keys = [str(k) for k in spec if k not in HYDRA_KEYS]
-    tests = [
-        lambda k: f"{k}=" in message,
-        lambda k: isinstance(spec[k], str) and len(spec[k]) > 1 and spec[k] in message,
-        lambda k: re.search(rf"\b{re.escape(k)}\b", message) is not None,
-    ]
-    return next((k for test in tests for k in keys if test(k)), None)
 
 
 def build_callbacks(cfg: DictConfig, prompts: dict[str, str], progress_bar: bool) -> list[L.Callback]:
