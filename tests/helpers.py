@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import importlib
+import io
 import json
+import logging
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -54,6 +60,78 @@ def run_cli(module: str, *overrides: str, timeout: float = 300, env: dict | None
         timeout=timeout,
         env=full_env,
     )
+
+
+COMMANDS = {"export": "src.export.__main__", "exercises": "src.exercises.__main__"}
+
+
+@contextlib.contextmanager
+def command_state() -> Iterator[None]:
+    """Whatever a command's main() changes in this process, given back after it: Hydra's global state,
+    the logging configuration Hydra installs (root handlers, a run's train.log), signal handlers, the
+    environment, the working directory, torch's threads, sys.argv and the warning filters."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    named = logging.Logger.manager.loggerDict.values()
+    loggers = [logging.getLogger(), *(v for v in named if isinstance(v, logging.Logger))]
+    saved_loggers = [(lg, list(lg.handlers), lg.level, lg.disabled, lg.propagate) for lg in loggers]
+    catchable = [s for s in signal.Signals if s not in (signal.SIGKILL, signal.SIGSTOP)]
+    handlers = {s: signal.getsignal(s) for s in catchable}
+    env, cwd, argv, threads = dict(os.environ), os.getcwd(), list(sys.argv), torch.get_num_threads()
+    raise_exceptions, dtype = logging.raiseExceptions, torch.get_default_dtype()
+    try:
+        with warnings.catch_warnings():
+            yield
+    finally:
+        GlobalHydra.instance().clear()
+        HydraConfig.instance().cfg = None
+        for lg, hs, level, disabled, propagate in saved_loggers:
+            for h in lg.handlers:
+                if h not in hs:
+                    h.close()
+            lg.handlers[:] = hs
+            lg.level, lg.disabled, lg.propagate = level, disabled, propagate
+        for s, h in handlers.items():
+            if h is not None and signal.getsignal(s) is not h:
+                signal.signal(s, h)
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(cwd)
+        sys.argv[:] = argv
+        torch.set_num_threads(threads)
+        torch.set_default_dtype(dtype)
+        logging.raiseExceptions = raise_exceptions
+
+
+def run_main(module: str, *overrides: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`python -m src.<module> <overrides>` run in this process: its main() with sys.argv set, stdout and
+    stderr captured (Hydra's console log included: its handler takes sys.stdout/stderr when it is
+    configured), SystemExit as the return code, every global it changed given back (command_state).
+
+    Seconds faster than run_cli (no interpreter, no import of Lightning): for what a command does.
+    run_cli stays for what the process does (signals, its exit, --help before the imports, DDP)."""
+    if module in ("generate", "evaluate") and not any(o.startswith("device=") for o in overrides):
+        overrides = (*overrides, "device=cpu")
+    out, err = io.StringIO(), io.StringIO()
+    code: int | str | None = 0
+    with command_state():
+        os.environ.pop("HYDRA_FULL_ERROR", None)
+        os.environ.update(env or {})
+        os.chdir(ROOT)
+        sys.argv[:] = [f"src.{module}", *overrides]
+        main = importlib.import_module(COMMANDS.get(module, f"src.{module}")).main
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main()
+            except SystemExit as stopped:
+                code = stopped.code
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        err.write(f"{code}\n")
+        code = 1
+    return subprocess.CompletedProcess([module, *overrides], code, out.getvalue(), err.getvalue())
 
 
 def tiny_training(log_dir: Path, *extra: str) -> list[str]:
