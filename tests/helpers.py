@@ -331,6 +331,18 @@ def run_cli_offline(module: str, *overrides: str, timeout: float = 300, env: dic
     )
 
 
+def run_main_offline(module: str, *overrides: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """run_main with block_network() in force while the command runs (undone after) and the Hub told
+    to stay offline: run_cli_offline's checks, in this process."""
+    saved = socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo
+    try:
+        block_network()
+        return run_main(module, *overrides, env={"HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", **(env or {})})
+    finally:
+        socket.socket.connect, socket.socket.connect_ex = saved[:2]  # type: ignore[method-assign]
+        socket.getaddrinfo = saved[2]  # type: ignore[assignment]
+
+
 COUNTING = """
 import atexit, functools, json, os, runpy, sys
 import src.training.lightning_import  # first, as src.train imports it: Lightning without scipy.signal
