@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,7 +70,9 @@ COMMANDS = {"export": "src.export.__main__", "exercises": "src.exercises.__main_
 def command_state() -> Iterator[None]:
     """Whatever a command's main() changes in this process, given back after it: Hydra's global state,
     the logging configuration Hydra installs (root handlers, a run's train.log), signal handlers, the
-    environment, the working directory, torch's threads, sys.argv and the warning filters."""
+    environment, the working directory, torch's threads, sys.argv and the warning filters; and what the
+    end of a process would drop: the run and sweep directories' locks (`.lock` files opened meanwhile),
+    and the state a sweep's main process keeps for its one sweep (src/sweeps/summary.py's SWEEP)."""
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
 
@@ -80,6 +83,7 @@ def command_state() -> Iterator[None]:
     handlers = {s: signal.getsignal(s) for s in catchable}
     env, cwd, argv, threads = dict(os.environ), os.getcwd(), list(sys.argv), torch.get_num_threads()
     raise_exceptions, dtype = logging.raiseExceptions, torch.get_default_dtype()
+    locks = open_locks()
     try:
         with warnings.catch_warnings():
             yield
@@ -102,20 +106,44 @@ def command_state() -> Iterator[None]:
         torch.set_num_threads(threads)
         torch.set_default_dtype(dtype)
         logging.raiseExceptions = raise_exceptions
+        release_process_state(locks)
+
+
+def open_locks() -> set[int]:
+    """This process's file descriptors open on a run or sweep directory's `.lock`."""
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/self/fd/{fd}").endswith("/.lock"):
+                found.add(int(fd))
+    return found
+
+
+def release_process_state(locks_before: set[int]) -> None:
+    """What the kernel and a fresh interpreter give the next command: its locks released, no sweep state."""
+    for fd in open_locks() - locks_before:
+        os.close(fd)
+    sweep = getattr(sys.modules.get("src.sweeps.summary"), "SWEEP", None)  # one sweep per process, by design
+    if sweep is not None:
+        sweep.__dict__.update(type(sweep)().__dict__)
+    held = getattr(sys.modules.get("src.run.rundir"), "HELD", None)  # locks taken, not yet held by a run
+    if isinstance(held, dict):
+        held.clear()
 
 
 def run_main(module: str, *overrides: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """`python -m src.<module> <overrides>` run in this process: its main() with sys.argv set, stdout and
-    stderr captured (Hydra's console log included: its handler takes sys.stdout/stderr when it is
-    configured), SystemExit as the return code, every global it changed given back (command_state).
+    stderr captured (output_into: Hydra's console log included, whose handler takes sys.stdout/stderr
+    when it is configured), SystemExit as the return code, every global it changed given back
+    (command_state).
 
     Seconds faster than run_cli (no interpreter, no import of Lightning): for what a command does.
     run_cli stays for what the process does (signals, its exit, --help before the imports, DDP)."""
     if module in ("generate", "evaluate") and not any(o.startswith("device=") for o in overrides):
         overrides = (*overrides, "device=cpu")
-    out, err = io.StringIO(), io.StringIO()
     code: int | str | None = 0
-    with command_state():
+    texts = io.StringIO(), io.StringIO()
+    with command_state(), output_into(texts) as (out, err):
         os.environ.pop("HYDRA_FULL_ERROR", None)
         os.environ.update(env or {})
         os.chdir(ROOT)
@@ -126,12 +154,35 @@ def run_main(module: str, *overrides: str, env: dict | None = None) -> subproces
                 main()
             except SystemExit as stopped:
                 code = stopped.code
-    if code is None:
-        code = 0
-    elif not isinstance(code, int):
-        err.write(f"{code}\n")
-        code = 1
-    return subprocess.CompletedProcess([module, *overrides], code, out.getvalue(), err.getvalue())
+            if code is not None and not isinstance(code, int):
+                print(code, file=sys.stderr)  # sys.exit("message"), as the interpreter prints it
+                code = 1
+    return subprocess.CompletedProcess([module, *overrides], code or 0, texts[0].getvalue(), texts[1].getvalue())
+
+
+@contextlib.contextmanager
+def output_into(texts: tuple[io.StringIO, io.StringIO]) -> Iterator[tuple[io.TextIOWrapper, io.TextIOWrapper]]:
+    """File descriptors 1 and 2 into files while the block runs, with a text stream on each for sys.stdout
+    and sys.stderr: what the command prints and what the processes it starts (the parallel launcher's
+    workers) print on the descriptors they inherit, in the order it was written, in `texts` after."""
+    saved = [os.dup(1), os.dup(2)]
+    files = [tempfile.TemporaryFile(), tempfile.TemporaryFile()]
+    streams = [
+        io.TextIOWrapper(open(fd, "wb", buffering=0, closefd=False), encoding="utf-8", write_through=True)
+        for fd in (1, 2)
+    ]
+    try:
+        for fd, file in zip((1, 2), files, strict=True):
+            os.dup2(file.fileno(), fd)
+        yield streams[0], streams[1]
+    finally:
+        for fd, old, file, stream, text in zip((1, 2), saved, files, streams, texts, strict=True):
+            stream.flush()
+            os.dup2(old, fd)
+            os.close(old)
+            file.seek(0)
+            text.write(file.read().decode(errors="replace"))
+            file.close()
 
 
 def tiny_training(log_dir: Path, *extra: str) -> list[str]:
