@@ -6,7 +6,6 @@ import contextlib
 import errno
 import importlib
 import io
-import json
 import logging
 import os
 import re
@@ -392,43 +391,6 @@ def run_main_offline(module: str, *overrides: str, env: dict | None = None) -> s
     finally:
         socket.socket.connect, socket.socket.connect_ex = saved[:2]  # type: ignore[method-assign]
         socket.getaddrinfo = saved[2]  # type: ignore[assignment]
-
-
-COUNTING = """
-import atexit, functools, json, os, runpy, sys
-import src.training.lightning_import  # first, as src.train imports it: Lightning without scipy.signal
-import lightning.pytorch as pl
-from hydra._internal.config_loader_impl import ConfigLoaderImpl
-
-counts = {"trainers": 0, "compositions": 0}
-
-def counting(cls, name, key):
-    original = getattr(cls, name)
-
-    @functools.wraps(original)  # the same signature and hints: the Trainer's schema is read from them
-    def counted(*args, **kwargs):
-        counts[key] += 1
-        return original(*args, **kwargs)
-
-    setattr(cls, name, counted)
-
-counting(pl.Trainer, "__init__", "trainers")
-counting(ConfigLoaderImpl, "load_configuration", "compositions")  # every composition of a config, Hydra's own too
-atexit.register(lambda: open(os.environ["SCRATCHGPT_COUNTS"], "w").write(json.dumps(counts)))
-sys.argv = ["src.train", *sys.argv[1:]]
-runpy.run_module("src.train", run_name="__main__", alter_sys=True)
-"""
-
-
-def counted_training(counts: Path, *overrides: str, timeout: float = 300) -> tuple[subprocess.CompletedProcess, dict]:
-    """`python -m src.train <overrides>` as run_cli runs it, counting in its process the Trainers
-    constructed (Trainer.__init__ calls) and the configs composed (Hydra's load_configuration calls)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "SCRATCHGPT_COUNTS": str(counts)}
-    env.pop("HYDRA_FULL_ERROR", None)
-    result = subprocess.run(
-        [sys.executable, "-c", COUNTING, *overrides], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env
-    )
-    return result, json.loads(counts.read_text()) if counts.is_file() else {}
 
 
 def assert_refused(result, pattern: str) -> None:
