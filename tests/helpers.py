@@ -82,6 +82,7 @@ def command_state() -> Iterator[None]:
     handlers = {s: signal.getsignal(s) for s in catchable}
     env, cwd, argv, threads = dict(os.environ), os.getcwd(), list(sys.argv), torch.get_num_threads()
     raise_exceptions, dtype = logging.raiseExceptions, torch.get_default_dtype()
+    matmul = torch.get_float32_matmul_precision()
     locks = open_locks()
     try:
         with warnings.catch_warnings():
@@ -104,6 +105,7 @@ def command_state() -> Iterator[None]:
         sys.argv[:] = argv
         torch.set_num_threads(threads)
         torch.set_default_dtype(dtype)
+        torch.set_float32_matmul_precision(matmul)
         logging.raiseExceptions = raise_exceptions
         release_process_state(locks)
 
