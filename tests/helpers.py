@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import importlib
+import inspect
 import io
 import logging
 import os
@@ -150,9 +151,11 @@ def run_main(module: str, *overrides: str, env: dict | None = None) -> subproces
         os.chdir(ROOT)
         sys.argv[:] = [f"src.{module}", *overrides]
         main = importlib.import_module(COMMANDS.get(module, f"src.{module}")).main
+        takes_argv = any(p.default is p.empty for p in inspect.signature(main).parameters.values())
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                main()
+                returned = main(sys.argv[1:]) if takes_argv else main()  # src.exercises: sys.exit(main(argv))
+                code = returned if takes_argv else 0
             except SystemExit as stopped:
                 code = stopped.code
             if code is not None and not isinstance(code, int):
