@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 
 from src.run import help as cli_help
 from src.run.cli import compose
-from tests.helpers import ROOT, run_cli
+from tests.helpers import ROOT
 
 COMMANDS = ("train", "generate", "evaluate", "explore", "export", "plot_attention")
 
@@ -36,10 +36,23 @@ def listed(stdout: str) -> dict[str, str]:
     return keys
 
 
+def help_process(command: str, flag: str = "--help") -> tuple[subprocess.CompletedProcess, set[str]]:
+    """`python -m src.<command> --help` as a user types it, and the top-level packages it imported."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", f"src.{command}", flag], cwd=ROOT, capture_output=True, text=True
+    )
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines() if "|" in line}
+    result.stderr = "\n".join(line for line in result.stderr.splitlines() if not line.startswith("import time:"))
+    return result, imported
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_help_lists_the_groups_options_and_keys_each_with_its_line(command):
-    result = run_cli(command, "--help")
+    """Every command's --help (generate's as -h), in a process: its text, and that it loads no library
+    (why it is fast, 0.3 s, not 6 s: BENCHMARKS.md, "--help"): it reads files, it imports none."""
+    result, imported = help_process(command, "-h" if command == "generate" else "--help")
     assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert imported.isdisjoint({"torch", "lightning", "hydra", "omegaconf", "numpy"}), imported & {"torch", "hydra"}
     keys = listed(result.stdout)
     expected = cli_help.COMMON_KEYS.get(command)
     if expected is not None:
@@ -119,18 +132,6 @@ def test_a_line_changed_where_it_is_written_changes_in_help(tmp_path):
     assert re.search(r"^  model.num_heads=4 +heads that read the stream in parallel$", result.stdout, re.M)
     assert re.search(r"^  data.batch_size=32 +rows per batch$", result.stdout, re.M)
     assert "attention heads h" not in result.stdout and "characters per training step" not in result.stdout
-
-
-@pytest.mark.parametrize("flag", ["--help", "-h"])
-def test_help_loads_neither_torch_nor_lightning_nor_hydra(flag):
-    """Why it is fast (0.3 s, not 6 s: BENCHMARKS.md, "--help"): it reads files, it imports no library."""
-    result = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "src.train", flag], cwd=ROOT, capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr
-    imported = {line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines() if "|" in line}
-    assert imported.isdisjoint({"torch", "lightning", "hydra", "omegaconf", "numpy"}), imported & {"torch", "hydra"}
-    assert "Common keys" in result.stdout
 
 
 def test_help_through_hydra_is_the_same_text():
