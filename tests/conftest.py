@@ -20,12 +20,15 @@ def kind(request) -> str:
 
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory) -> tuple[Path, str]:
-    """One tiny training run that several tests read: its run directory and what it printed."""
-    from tests.helpers import run_cli, tiny_training
+    """One tiny training run that several tests read: its run directory and what it printed.
+
+    `python -m src.train`'s main() in this process (tests/helpers.run_main): what the command writes
+    and prints, without a second interpreter importing Lightning (test_train_cli.py runs the process)."""
+    from tests.helpers import run_main, tiny_training
 
     log_dir = tmp_path_factory.mktemp("outputs")
     run_dir = log_dir / "run"
-    result = run_cli("train", *tiny_training(log_dir, f"hydra.run.dir={run_dir}"))
+    result = run_main("train", *tiny_training(log_dir, f"hydra.run.dir={run_dir}"))
     assert result.returncode == 0, result.stderr[-3000:]
     return run_dir, result.stdout + result.stderr
 

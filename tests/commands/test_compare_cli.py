@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from src.compare import below_target, incomplete_beta, welch
-from tests.helpers import run_cli
+from tests.helpers import run_cli, run_main
 
 FIXED = {  # best val losses of three configurations, 3 to 5 seeds, spreads far apart
     "a": [1.8812, 1.8790, 1.8843, 1.8771],
@@ -71,7 +71,7 @@ def table_rows(stdout: str) -> dict[str, list[str]]:
 
 def test_a_sweep_is_grouped_by_configuration_and_compared_with_the_baseline(tmp_path):
     root = sweep(tmp_path / "multirun", {"layer": FIXED["a"], "rms": FIXED["b"]})
-    result = run_cli("compare", str(root), "--target", "1.88")
+    result = run_cli("compare", str(root), "--target", "1.88")  # the command line, once; main() below
     assert result.returncode == 0, result.stderr
     rows = table_rows(result.stdout)
     assert list(rows) == ["model.norm=layer", "model.norm=rms"]  # the seeds and output paths do not split groups
@@ -87,7 +87,7 @@ def test_a_sweep_is_grouped_by_configuration_and_compared_with_the_baseline(tmp_
 def test_runs_and_sweeps_mix_and_the_baseline_can_be_chosen(tmp_path):
     root = sweep(tmp_path / "sweep", {"rms": FIXED["b"]})
     singles = [fake_run(tmp_path / "runs", f"r{i}", loss, [f"seed={i}"]) for i, loss in enumerate(FIXED["c"])]
-    result = run_cli("compare", str(root), *map(str, singles), "--baseline", "defaults")
+    result = run_main("compare", str(root), *map(str, singles), "--baseline", "defaults")
     assert result.returncode == 0, result.stderr
     rows = table_rows(result.stdout)
     assert list(rows) == ["(defaults)", "model.norm=rms"]
@@ -121,7 +121,7 @@ def test_what_cannot_be_compared_is_refused_in_one_line(tmp_path, case, pattern)
         args = [str(tmp_path / "nowhere")]
     if case == "ambiguous baseline":
         args += ["--baseline", "model"]
-    result = run_cli("compare", *args)
+    result = run_main("compare", *args)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert re.search(pattern, lines[0]), lines[0]

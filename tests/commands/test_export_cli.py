@@ -1,7 +1,8 @@
-"""`python -m src.export` as a user runs it, with the network blocked in every process: a tiny GPT
+"""`python -m src.export` as a user runs it, with the network blocked in every command: a tiny GPT
 trained on a text with CJK and emoji, exported to each format and opened by transformers, by
 TransformerLens and by our own commands, which must give the same characters and numbers; and every
-bad input refused in one line, exit 2, with nothing written."""
+bad input refused in one line, exit 2, with nothing written. The export command runs once as a
+process (the first test); the rest call the commands' main() in this process (run_main_offline)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 import torch
 
 from src.training.checkpoint import load_trained
-from tests.helpers import block_network, run_cli_offline, shakespeare_file
+from tests.helpers import block_network, run_cli_offline, run_main_offline, shakespeare_file
 
 pytestmark = pytest.mark.slow
 PROMPT = "ROMEO:"
@@ -50,7 +51,7 @@ def run(tmp_path_factory) -> Path:
     opening = shakespeare_file().read_text(encoding="utf-8")[:20000]
     text.write_text("".join(line + EXTRA for line in opening.split("\n")[:400]), encoding="utf-8")
     run_dir = root / "run"
-    result = run_cli_offline("train", *training(root, text, f"hydra.run.dir={run_dir}"))
+    result = run_main_offline("train", *training(root, text, f"hydra.run.dir={run_dir}"))
     assert result.returncode == 0, result.stderr[-3000:]
     return run_dir
 
@@ -65,16 +66,16 @@ def offline(monkeypatch):
 
 
 def export(run_dir: Path, fmt: str, out: Path, *extra: str):
-    return run_cli_offline("export", f"ckpt_path={run_dir}", f"format={fmt}", f"out={out}", *extra)
+    return run_main_offline("export", f"ckpt_path={run_dir}", f"format={fmt}", f"out={out}", *extra)
 
 
 def test_transformers_greedy_generate_equals_ours_and_the_tokenizer_round_trips(run: Path, tmp_path: Path, offline):
     from transformers import GPT2LMHeadModel, PreTrainedTokenizerFast
 
     out = tmp_path / "hf"
-    exported = export(run, "hf", out)
+    exported = run_cli_offline("export", f"ckpt_path={run}", "format=hf", f"out={out}")  # the process, once
     assert exported.returncode == 0, exported.stderr
-    ours = run_cli_offline("generate", f"ckpt_path={run}", f"prompt={PROMPT}", "greedy=true", "max_new_tokens=100")
+    ours = run_main_offline("generate", f"ckpt_path={run}", f"prompt={PROMPT}", "greedy=true", "max_new_tokens=100")
     assert ours.returncode == 0, ours.stderr
     model = GPT2LMHeadModel.from_pretrained(out).eval()
     tokenizer = PreTrainedTokenizerFast.from_pretrained(out)
@@ -117,9 +118,9 @@ def test_safetensors_round_trip_gives_the_same_samples_and_val_loss(run: Path, t
     assert exported.returncode == 0, exported.stderr
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]
     assert not list(tmp_path.glob(".*partial*"))  # the temporary folder was renamed, not left beside it
-    samples = [run_cli_offline("generate", f"ckpt_path={s}", "num_samples=2", "max_new_tokens=80") for s in (run, out)]
+    samples = [run_main_offline("generate", f"ckpt_path={s}", "num_samples=2", "max_new_tokens=80") for s in (run, out)]
     assert samples[0].stdout == samples[1].stdout and len(samples[0].stdout) > 160
-    scores = [run_cli_offline("evaluate", f"ckpt_path={source}") for source in (run, out)]
+    scores = [run_main_offline("evaluate", f"ckpt_path={source}") for source in (run, out)]
     assert all(s.returncode == 0 for s in scores), scores[1].stderr
     val = [next(line for line in s.stdout.splitlines() if line.startswith("val ")) for s in scores]
     assert val[0] == val[1]  # loss, bpc, perplexity and accuracy over the same characters
@@ -151,18 +152,18 @@ def test_bad_input_is_refused_in_one_line_with_nothing_written(run: Path, tmp_pa
 
     exported = tmp_path / "weights"
     assert export(run, "safetensors", exported).returncode == 0
-    resumed = run_cli_offline("train", f"ckpt_path={exported}", "trainer.max_steps=80")
+    resumed = run_main_offline("train", f"ckpt_path={exported}", "trainer.max_steps=80")
     refused(resumed, "is an exported model", "resume from the run's checkpoints/last.ckpt")
     damaged = exported / "model.safetensors"
     damaged.write_bytes(damaged.read_bytes()[:-100])
-    refused(run_cli_offline("generate", f"ckpt_path={exported}"), "model.safetensors", "truncated or corrupt")
+    refused(run_main_offline("generate", f"ckpt_path={exported}"), "model.safetensors", "truncated or corrupt")
 
     seed_run = tmp_path / "seed"
     seed = ["model=seed", "model.context_window=8", "model.embedding_dim=20", "trainer.max_steps=4"]
     seed += ["trainer.val_check_interval=2", f"hydra.run.dir={seed_run}", f"paths.log_dir={tmp_path}"]
     seed += ["trainer.accelerator=cpu", f"data.path={shakespeare_file()}", "data.val_fraction=0.02"]
     seed += ["sample.max_new_tokens=0", "explorer=false", "progress_bar=false"]
-    trained = run_cli_offline("train", *seed)
+    trained = run_main_offline("train", *seed)
     assert trained.returncode == 0, trained.stderr[-2000:]
     refused(export(seed_run, "hf", out), "model=seed", "format=hf")
     refused(export(seed_run, "transformerlens", out), "model=seed", "format=transformerlens")
@@ -172,7 +173,7 @@ def test_bad_input_is_refused_in_one_line_with_nothing_written(run: Path, tmp_pa
     smeared_run = tmp_path / "smeared"  # GPT-2 has no place for the smeared keys' alpha_h
     smeared = [s for s in seed if s != "model=seed" and not s.startswith("hydra.run.dir")]
     smeared += ["model.smeared_keys=true", "model.num_layers=1", f"hydra.run.dir={smeared_run}"]
-    trained = run_cli_offline("train", *smeared)
+    trained = run_main_offline("train", *smeared)
     assert trained.returncode == 0, trained.stderr[-2000:]
     refused(export(smeared_run, "hf", out), "model.smeared_keys=True cannot be exported as format=hf")
     refused(export(smeared_run, "transformerlens", out), "model.smeared_keys=True", "format=transformerlens")

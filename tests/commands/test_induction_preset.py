@@ -7,7 +7,7 @@ import torch
 
 from src.model.head_scores import measure_heads, repeated_probe
 from src.training.checkpoint import load_trained
-from tests.helpers import run_cli
+from tests.helpers import run_main
 
 # Half the preset's 1,000 steps (its head forms between steps 175 and 250; cut to 500 steps its
 # cosine schedule decays sooner), with 3 validations of 4,096 tokens instead of 41.
@@ -17,7 +17,9 @@ STEPS = 500
 @pytest.mark.slow
 def test_the_preset_grows_an_induction_head_within_its_minutes(tmp_path):
     run = tmp_path / "run"
-    result = run_cli(
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a model this small gains nothing from a second thread
+    result = run_main(
         "train",
         "experiment=induction_heads",
         f"paths.log_dir={tmp_path}",
@@ -31,9 +33,8 @@ def test_the_preset_grows_an_induction_head_within_its_minutes(tmp_path):
         "sample.max_new_tokens=0",
         "callbacks.attention_maps=null",
         "progress_bar=false",
-        timeout=900,
-        env={"OMP_NUM_THREADS": "1"},  # a model this small gains nothing from a second thread
     )
+    torch.set_num_threads(threads)
     assert result.returncode == 0, result.stderr[-3000:]
     snapshots = json.loads((run / "head_scores.json").read_text())["snapshots"]
     first, last = snapshots[0], snapshots[-1]

@@ -10,9 +10,9 @@ from tensorboard.plugins.hparams import plugin_data_pb2
 from tensorboard.util import tensor_util
 
 from src.plots import BAR, CELL, DPI, TITLE
-from tests.helpers import run_cli, scalars, tiny_training
+from tests.helpers import run_cli, run_main, scalars, tiny_training
 
-pytestmark = pytest.mark.slow  # the commands as processes, end to end (make test-fast skips them)
+pytestmark = pytest.mark.slow  # trainings, end to end (make test-fast skips them)
 
 VALIDATIONS = [20, 40]  # the tiny run validates every 20 of its 40 steps
 LAYERS, HEADS = 2, 2
@@ -110,7 +110,7 @@ def test_a_seeded_sweep_shows_its_swept_keys_first_and_names_each_row_by_sweep_a
     sweep = tmp_path / "multirun" / "2026-11-23" / "17-18-45"  # where Hydra puts a sweep under outputs/
     fast = ["model.num_layers=1", "trainer.max_steps=4", "trainer.val_check_interval=4"]
     args = tiny_training(tmp_path, *fast, f"hydra.sweep.dir={sweep}")
-    result = run_cli("train", "-m", *args, "model.embedding_dim=16,32", "seed=1,2")
+    result = run_main("train", "-m", *args, "model.embedding_dim=16,32", "seed=1,2")
     assert result.returncode == 0, result.stderr[-3000:]
     swept = [(16, 1), (16, 2), (32, 1), (32, 2)]
     for job, (dim, seed) in enumerate(swept):
@@ -136,22 +136,24 @@ def test_a_seeded_sweep_shows_its_swept_keys_first_and_names_each_row_by_sweep_a
 def test_plot_attention_writes_the_figure_for_any_prompt(trained, tmp_path):
     run_dir, _ = trained
     out = tmp_path / "attention.png"
-    result = run_cli("plot_attention", f"ckpt_path={run_dir}", "prompt='To be, or not'", f"out={out}")
+    result = run_cli(
+        "plot_attention", f"ckpt_path={run_dir}", "prompt='To be, or not'", f"out={out}"
+    )  # the process, once
     assert result.returncode == 0, result.stderr
     assert png_size(out.read_bytes()) == ((HEADS * CELL + BAR) * DPI, (LAYERS * CELL + TITLE) * DPI)
-    beside = run_cli("plot_attention", f"ckpt_path={run_dir}")  # no out=: into the run, not the project root
+    beside = run_main("plot_attention", f"ckpt_path={run_dir}")  # no out=: into the run, not the project root
     assert beside.returncode == 0, beside.stderr
     assert beside.stdout.strip() == str(run_dir / "attention.png") and (run_dir / "attention.png").is_file()
 
 
 def test_the_progress_bar_shows_loss_and_tokens_per_second_only_when_asked(tmp_path):
-    shown = run_cli(
+    shown = run_main(
         "train", *tiny_training(tmp_path, "progress_bar=true", "trainer.max_steps=30", "sample.max_new_tokens=0")
     )
     assert shown.returncode == 0, shown.stderr[-2000:]
     bar = shown.stdout + shown.stderr
     assert "loss=" in bar and "tokens/s=" in bar and "v_num" not in bar
-    quiet = run_cli(
+    quiet = run_main(
         "train", *tiny_training(tmp_path, "trainer.max_steps=20", "sample.max_new_tokens=0", "progress_bar=auto")
     )
     assert quiet.returncode == 0 and "tokens/s=" not in quiet.stdout + quiet.stderr  # not a terminal: no bar

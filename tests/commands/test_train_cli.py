@@ -1,12 +1,15 @@
-"""The commands as a user runs them: train, then sample, evaluate and resume from its checkpoint."""
+"""The commands as a user runs them: train, then sample, evaluate and resume from its checkpoint.
+
+Each of train, generate and evaluate runs once here as a process (`python -m src.<command>`, run_cli);
+the rest call the same main() in the test's process (run_main), which is what they test."""
 
 import re
 
 import pytest
 
-from tests.helpers import run_cli, scalars, tiny_training
+from tests.helpers import run_cli, run_main, scalars, tiny_training
 
-pytestmark = pytest.mark.slow  # the commands as processes, end to end (make test-fast skips them)
+pytestmark = pytest.mark.slow  # end to end (make test-fast skips them)
 
 
 def test_training_leaves_checkpoints_events_config_and_a_sample(trained):
@@ -47,13 +50,13 @@ def test_generate_from_the_run_directory(trained):
     assert result.stdout.startswith("To be, or not ")
     assert len(result.stdout.rstrip("\n")) == len("To be, or not ") + 30
     assert "best.ckpt" in result.stderr
-    again = run_cli("generate", f"ckpt_path={run_dir}", "prompt='To be, or not '", "max_new_tokens=30", "seed=1")
-    assert again.stdout == result.stdout  # a seed makes sampling reproducible
+    again = run_main("generate", f"ckpt_path={run_dir}", "prompt='To be, or not '", "max_new_tokens=30", "seed=1")
+    assert again.stdout == result.stdout  # a seed makes sampling reproducible, in a process or in main()
 
 
 def test_generate_without_ckpt_path_uses_the_newest_run_and_says_which(trained):
     run_dir, _ = trained
-    result = run_cli("generate", f"paths.log_dir={run_dir.parent}", "max_new_tokens=5", "greedy=true")
+    result = run_main("generate", f"paths.log_dir={run_dir.parent}", "max_new_tokens=5", "greedy=true")
     assert result.returncode == 0, result.stderr
     assert (
         f"checkpoint: the newest run: {run_dir / 'checkpoints' / 'best.ckpt'} (step 40, best val loss " in result.stderr
@@ -78,7 +81,7 @@ def test_resume_continues_from_the_saved_step(trained, tmp_path):
     import shutil
 
     shutil.copytree(run_dir, copy)
-    result = run_cli("train", f"ckpt_path={copy}", "trainer.max_steps=60", "sample.max_new_tokens=0")
+    result = run_main("train", f"ckpt_path={copy}", "trainer.max_steps=60", "sample.max_new_tokens=0")
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"resuming from {copy / 'checkpoints' / 'last.ckpt'}" in result.stdout + result.stderr
     s = scalars(copy)

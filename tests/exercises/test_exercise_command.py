@@ -12,7 +12,7 @@ import pytest
 
 from src.exercises import EXERCISES, source, write
 from src.exercises.__main__ import main
-from tests.helpers import ROOT, tiny_training
+from tests.helpers import ROOT, run_main, tiny_training
 
 
 def src_hashes() -> dict[str, str]:
@@ -89,15 +89,14 @@ def test_the_learners_folder_is_ignored_by_git():
     assert ignored.returncode == 0
 
 
-@pytest.mark.slow  # three tiny trainings as processes
+@pytest.mark.slow  # four tiny trainings, processes the command starts
 def test_train_exercise_compares_the_learners_run_with_the_reference(mine, tmp_path):
     """make train-exercise NAME=attention: with the reference's code in the learner's file both runs
     end at the same val loss; with the blank, the learner's run stops naming the notes' step."""
     tiny = [a for a in tiny_training(tmp_path / "runs") if not a.startswith("model.num_layers")]  # model=seed
 
     def train() -> subprocess.CompletedProcess:
-        command = [sys.executable, "-m", "src.exercises", "train", "attention", *tiny]
-        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
+        return run_main("exercises", "train", "attention", *tiny)  # main(), in this process
 
     write("attention", solution=True)
     result = train()

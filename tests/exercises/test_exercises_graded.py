@@ -12,15 +12,14 @@ import pytest
 
 from src.exercises import EXERCISES, write
 from src.exercises.__main__ import mapped_tests
-from tests.helpers import ROOT
+from tests.helpers import ROOT, run_main
 
 
 def check(name: str, folder, monkeypatch) -> subprocess.CompletedProcess:
-    """`python -m src.exercises check <name>` on the learner's files in `folder`, as a learner runs it."""
+    """`python -m src.exercises check <name>` on the learner's files in `folder`: its main(), in this process
+    (the grading pytest it starts is a process of its own; test_exercise_command.py runs the command line)."""
     monkeypatch.setenv("SCRATCHGPT_EXERCISES_DIR", str(folder))
-    return subprocess.run(
-        [sys.executable, "-m", "src.exercises", "check", name], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
+    return run_main("exercises", "check", name)
 
 
 def test_every_exercise_names_tests_that_exist():

@@ -12,7 +12,7 @@ from src.explorer.page import write_explorer
 from src.model.generation import next_token_distribution
 from src.training.checkpoint import load_trained
 from tests.explorer.browser import chromium, open_page, show, write_checkpoint
-from tests.helpers import run_cli
+from tests.helpers import run_cli, run_main
 from tests.model.tiny_models import ALL_SWITCHES, seed_switches
 
 ASCII = sorted(set("First Citizen:\nBefore we proceed any further, hear me speak.\n"))
@@ -220,7 +220,7 @@ def test_greedy_writing_in_the_page_equals_generate(trained_page, browser):
     for _ in range(100):
         page.click("#argmax")
     written = page.input_value("#prompt")
-    result = run_cli("generate", f"ckpt_path={run_dir}", "prompt=First", "greedy=true", "max_new_tokens=100")
+    result = run_main("generate", f"ckpt_path={run_dir}", "prompt=First", "greedy=true", "max_new_tokens=100")
     assert result.returncode == 0, result.stderr
     assert written == result.stdout.rstrip("\n") and len(written) == len("First") + 100
     page.click("#back")
@@ -233,7 +233,7 @@ def test_the_failure_view_scores_the_excerpt_as_evaluate_does(trained_page, brow
     run_dir, page_file = trained_page
     opened = open_page(browser, page_file)
     excerpt = opened.page.evaluate("window.scratchgpt.excerpt()")
-    result = run_cli("evaluate", f"ckpt_path={run_dir}", "val_tokens=2000")
+    result = run_main("evaluate", f"ckpt_path={run_dir}", "val_tokens=2000")
     assert result.returncode == 0, result.stderr
     val_loss = float(re.search(r"^val\s+([0-9.]+)", result.stdout, re.M).group(1))
     assert excerpt["count"] == 1999  # every character but the first is predicted once
@@ -251,7 +251,7 @@ def test_the_failure_view_scores_the_excerpt_as_evaluate_does(trained_page, brow
 def test_explore_command_and_its_refusals(trained_page, tmp_path):
     run_dir, _ = trained_page
     out = tmp_path / "page.html"
-    result = run_cli("explore", f"ckpt_path={run_dir}", f"out={out}")
+    result = run_cli("explore", f"ckpt_path={run_dir}", f"out={out}")  # the command line, once; main() below
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == out.resolve().as_uri() and out.stat().st_size > 10_000
     text = out.read_text(encoding="utf-8")
@@ -269,7 +269,7 @@ def test_explore_command_and_its_refusals(trained_page, tmp_path):
         ([f"ckpt_path={run_dir}", "weights=float64", f"out={tmp_path / 'x.html'}"], "weights must be one of"),
         ([f"ckpt_path={run_dir}", "excerpt_chars=1", f"out={tmp_path / 'x.html'}"], "excerpt_chars"),
     ]:
-        refused = run_cli("explore", *args)
+        refused = run_main("explore", *args)
         assert refused.returncode == 2, (args, refused.stderr)
         lines = refused.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], (args, refused.stderr)

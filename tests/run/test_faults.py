@@ -1,4 +1,7 @@
-"""Nothing lost: interrupts, hard kills and a diverging loss, on the real training command."""
+"""Nothing lost: interrupts, hard kills and a diverging loss, on the real training command.
+
+The interrupted and killed runs are processes (the signal is what is tested); the runs they are
+compared with, and the resumes, run the command's main() in this process (run_main)."""
 
 import os
 import signal
@@ -12,9 +15,9 @@ import torch
 
 from src.training.checkpoint import find_checkpoint, load_trained, read_checkpoint
 from src.training.checkpoint_io import atomic_torch_save
-from tests.helpers import ROOT, run_cli, scalars, tiny_training
+from tests.helpers import ROOT, run_main, scalars, tiny_training
 
-pytestmark = pytest.mark.slow  # the commands as processes, end to end (make test-fast skips them)
+pytestmark = pytest.mark.slow  # trainings, end to end (make test-fast skips them)
 
 STEPS = 60
 
@@ -57,7 +60,7 @@ def with_dropout(log_dir: Path, run_dir: Path, *extra: str) -> list[str]:
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory) -> dict[int, float]:
     log_dir = tmp_path_factory.mktemp("uninterrupted")
-    result = run_cli("train", *with_dropout(log_dir, log_dir / "run"))
+    result = run_main("train", *with_dropout(log_dir, log_dir / "run"))
     assert result.returncode == 0, result.stderr[-2000:]
     return dict(scalars(log_dir / "run")["loss/train"])
 
@@ -78,7 +81,7 @@ def test_a_signal_saves_a_checkpoint_and_resuming_replays_the_same_losses(tmp_pa
     assert 20 <= stopped_at < STEPS
     assert read_checkpoint(run_dir / "checkpoints" / "last.ckpt")["global_step"] == stopped_at
 
-    resumed = run_cli("train", f"ckpt_path={run_dir}")
+    resumed = run_main("train", f"ckpt_path={run_dir}")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     losses = dict(scalars(run_dir)["loss/train"])
     assert sorted(losses) == list(range(STEPS))  # every step exactly once, in one run directory
@@ -88,7 +91,7 @@ def test_a_signal_saves_a_checkpoint_and_resuming_replays_the_same_losses(tmp_pa
 
 def test_resuming_muon_replays_the_same_losses(tmp_path):
     """optimizer=muon: both states (Muon's momentum, AdamW's moments and step) come back exactly."""
-    straight = run_cli("train", *with_dropout(tmp_path / "a", tmp_path / "a" / "run", "optimizer=muon"))
+    straight = run_main("train", *with_dropout(tmp_path / "a", tmp_path / "a" / "run", "optimizer=muon"))
     assert straight.returncode == 0, straight.stderr[-2000:]
     expected = dict(scalars(tmp_path / "a" / "run")["loss/train"])
     run_dir = tmp_path / "b" / "run"
@@ -97,7 +100,7 @@ def test_resuming_muon_replays_the_same_losses(tmp_path):
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=120)
     assert proc.returncode == 130
-    resumed = run_cli("train", f"ckpt_path={run_dir}")
+    resumed = run_main("train", f"ckpt_path={run_dir}")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     losses = dict(scalars(run_dir)["loss/train"])
     assert sorted(losses) == list(range(STEPS))
@@ -121,7 +124,7 @@ def test_kill_9_at_any_moment_leaves_a_loadable_checkpoint_and_last_resumes(tmp_
         model = load_trained(newest).model  # loads whole, every time
         assert all(torch.isfinite(p).all() for p in model.parameters())
         overrides = [f"paths.log_dir={log_dir}", "ckpt_path=last"]  # the next start resumes
-    resumed = run_cli("train", *overrides)
+    resumed = run_main("train", *overrides)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert read_checkpoint(run_dir / "checkpoints" / "last.ckpt")["global_step"] == STEPS
     assert not list((run_dir / "checkpoints").glob("*.partial-*"))
@@ -151,7 +154,7 @@ def test_a_diverging_loss_stops_at_its_step_and_keeps_the_good_checkpoint(tmp_pa
         "trainer.val_check_interval=5",
         f"hydra.run.dir={run_dir}",
     )
-    result = run_cli("train", *overrides)
+    result = run_main("train", *overrides)
     assert result.returncode == 2
     message = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(message) == 1 and "became NaN or infinite at step" in message[0], result.stderr

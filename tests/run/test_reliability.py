@@ -4,16 +4,12 @@ Each test reproduces a way a run used to end with nothing, lose work or train wr
 """
 
 import inspect
-import json
 import logging
 import math
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import lightning as L
@@ -34,7 +30,7 @@ from src.training.checkpoint_io import remove_leftovers
 from src.training.gpt_module import NonFiniteLossError
 from src.training.media import AttentionMaps, SampleText
 from src.training.optim import WarmupCosine, apply_settings, build_optimizer, build_schedule
-from tests.helpers import ROOT, compose_training, run_cli, scalars, shakespeare_file, tiny_training, train_in_process
+from tests.helpers import compose_training, scalars, shakespeare_file, tiny_training, train_in_process
 
 NO_MEDIA = ("callbacks.sample_text=null", "callbacks.attention_maps=null", "sample.max_new_tokens=0")
 
@@ -327,45 +323,6 @@ def test_any_value_of_any_key_is_accepted_or_refused_in_one_line_naming_the_key(
     assert stop.seen >= 1 and (stepped or cfg.trainer.fast_dev_run), f"{key}={value} trained nothing"
 
 
-# ---------------------------------------------------------------------------- signals
-
-
-def signal_at(run: Path, step: int, signal_name: str, times: int = 1) -> subprocess.CompletedProcess:
-    """The real command, sent `times` signals by tests.helpers.SignalAt as validation at `step` starts."""
-    overrides = [
-        *tiny_training(run.parent, f"hydra.run.dir={run}", "trainer.max_steps=8", "trainer.val_check_interval=4"),
-        *NO_MEDIA,
-        "+callbacks.signal._target_=tests.helpers.SignalAt",
-        f"+callbacks.signal.step={step}",
-        f"+callbacks.signal.signal_name={signal_name}",
-        f"+callbacks.signal.times={times}",
-    ]
-    return run_cli("train", *overrides)
-
-
-@pytest.mark.slow
-def test_sigterm_during_the_final_validation_saves_the_last_step_and_exits_143(tmp_path):
-    run = tmp_path / "run"
-    result = signal_at(run, 8, "SIGTERM")
-    assert result.returncode == 143, result.stderr[-2000:]
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert lines == [  # not "resume with": there is nothing left to train, a resume would be refused
-        f"error: SIGTERM at step 8: saved {run / 'checkpoints' / 'last.ckpt'}; training had ended, its result "
-        f"is in {run / 'result.json'}; the sample after it was skipped"
-    ]
-    assert last_step(run) == 8 and json.loads((run / "result.json").read_text())["steps"] == 8
-
-
-@pytest.mark.slow
-def test_two_sigints_during_a_validation_stop_at_once_with_one_line(tmp_path):
-    run = tmp_path / "run"
-    result = signal_at(run, 8, "SIGINT", times=2)
-    assert result.returncode == 130, result.stderr[-2000:]
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: second SIGINT at step 8: stopped at once"), lines
-    assert last_step(run) == 4  # the checkpoint of the validation before is intact
-
-
 # ---------------------------------------------------------------------------- resume and the run directory
 
 
@@ -452,47 +409,6 @@ def test_debug_presets_run_as_documented(tmp_path, caplog):
     profiled = tmp_path / "profiled"
     train_in_process(profiled, "debug=profiler", "trainer.max_steps=5", "trainer.val_check_interval=5", *NO_MEDIA)
     assert "run_training_batch" in (profiled / "fit-profile.txt").read_text()
-
-
-@pytest.mark.slow
-def test_two_sigints_before_any_checkpoint_do_not_promise_one(tmp_path):
-    """Issue 25: this said "the newest checkpoint on disk is intact; resume with: ..." with none on disk."""
-    run = tmp_path / "run"
-    result = signal_at(run, 4, "SIGINT", times=2)
-    assert result.returncode == 130, result.stderr[-2000:]
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert lines == [
-        "error: second SIGINT at step 4: stopped at once without saving; no checkpoint was written yet: "
-        "run the command again to start over"
-    ]
-    assert not (run / "checkpoints" / "last.ckpt").exists()
-
-
-@pytest.mark.slow
-def test_sigterm_during_the_final_sample_stops_it_with_one_line(tmp_path):
-    """Issue 25: Lightning's handler, put back after fit, only logged "Received SIGTERM" and the
-    sample went on to exit 0. Training is over and saved: the command stops at once."""
-    run = tmp_path / "run"
-    args = tiny_training(tmp_path, f"hydra.run.dir={run}", "sample.max_new_tokens=200000", *NO_MEDIA[:2])
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "src.train", *args],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    for line in proc.stdout:  # the line before the sample
-        if line.startswith("best val loss"):
-            break
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGTERM)
-    _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 143, stderr[-2000:]
-    assert [line for line in stderr.splitlines() if line.strip()] == [
-        "error: SIGTERM outside training (where Ctrl-C saves last.ckpt first): stopped"
-    ]
-    assert last_step(run) == 40
 
 
 def test_the_final_sample_reads_best_ckpt_from_memory_only_when_memory_holds_it(tmp_path):

@@ -27,7 +27,7 @@ from src.run.record import sweep_points, write_result
 from src.sweeps import resources as sweep_resources
 from src.sweeps.job import MEDIA_OFF, ranks_start_as_this_job, run_job
 from src.train import main as train_main
-from tests.helpers import ROOT, assert_refused, free_port, run_cli, run_in_process, tiny_training
+from tests.helpers import ROOT, assert_refused, free_port, run_cli, run_in_process, run_main, tiny_training
 
 
 def test_gpu_check_stops_with_one_line_without_a_gpu(tmp_path):
@@ -241,7 +241,7 @@ def test_two_torchrun_nodes_on_localhost_train_as_one_process_with_their_global_
     the same global batch: epoch sampling gives the two ranks' 8 windows the single run's 16."""
     run = ["data.sampling=epoch", "model.num_layers=1", "trainer.max_steps=8", "trainer.val_check_interval=8"]
     run += ["sample.max_new_tokens=0", "callbacks.sample_text=null", "callbacks.attention_maps=null", "explorer=false"]
-    single = run_cli("train", *tiny_training(tmp_path / "single", *run, "data.batch_size=16"))
+    single = run_main("train", *tiny_training(tmp_path / "single", *run, "data.batch_size=16"))  # the reference
     assert single.returncode == 0, single.stderr[-3000:]
     (single_result,) = (tmp_path / "single").glob("*/*/result.json")
 

@@ -12,7 +12,7 @@ import pytest
 
 from src.run.cli import check_command_line, search_space_as_overrides
 from src.train import main as train_main
-from tests.helpers import assert_refused, run_cli, run_in_process, tiny_training
+from tests.helpers import assert_refused, run_in_process, run_main, tiny_training
 
 
 @pytest.mark.parametrize(
@@ -68,7 +68,7 @@ def test_optuna_draws_from_a_search_space_typed_the_sweepers_own_way(tmp_path):
     args = [a for a in tiny_training(tmp_path, f"hydra.sweep.dir={sweep}") if not a.startswith(("model.", "trainer."))]
     spaces = ["hydra.sweeper.params.model.num_heads=choice(1,5)", "hydra.sweeper.params.model.embedding_dim=choice(30)"]
     fast = ["model.num_layers=1", "model.context_window=16", "trainer.max_steps=4", "trainer.val_check_interval=4"]
-    result = run_cli("train", "hparams_search=optuna", "hydra.sweeper.n_trials=2", *spaces, *fast, *args)
+    result = run_main("train", "hparams_search=optuna", "hydra.sweeper.n_trials=2", *spaces, *fast, *args)
     assert result.returncode == 0, result.stderr[-3000:]
     for job in ("0", "1"):
         overrides = (sweep / job / ".hydra" / "overrides.yaml").read_text()

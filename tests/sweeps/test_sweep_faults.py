@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from src.training.checkpoint import load_trained, read_checkpoint
-from tests.helpers import ROOT, run_cli, tiny_training
+from tests.helpers import ROOT, run_main, tiny_training
 
-pytestmark = pytest.mark.slow  # the commands as processes, end to end (make test-fast skips them)
+pytestmark = pytest.mark.slow  # a sweep through its faults: processes, signalled and killed
 
 # A random moment of each fault, from a seed printed with every failure; CI draws none (a fixed moment).
 FAULT_SEED = int(os.environ.get("SCRATCHGPT_FAULT_SEED") or (0 if os.environ.get("CI") else random.randrange(2**31)))
@@ -197,7 +197,7 @@ def test_a_sweep_keeps_every_finished_job_through_its_faults_and_a_rerun_finishe
                 assert "kill worker" in reached and "its worker process was killed by SIGKILL" in err, note
 
     before = sweep_state(sweep)
-    final = run_cli("train", *args, timeout=600)
+    final = run_main("train", *args)  # the rerun that finishes the sweep: main(), in this process
     assert final.returncode == 0, f"{seed_note}\n{final.stderr[-3000:]}"
     after = sweep_state(sweep)
     assert sorted(after) == [0, 1, 2] and all(job["status"] == "ok" for job in after.values()), seed_note

@@ -1,7 +1,9 @@
 """Multirun sweeps, failures inside a sweep, DDP on the CPU, and the Optuna search.
 
-The commands run as processes, end to end, are marked slow (make test-fast skips them); the sweep's
-parts (its worker pool, its rows, its stop line) are tested in this process too.
+The sweeps end to end are marked slow (make test-fast skips them): each runs the command's main() in
+this process (run_main; the parallel launcher's workers are its own processes), except where the
+process is what is tested: DDP's second rank, and a sweep stopped by a signal. The sweep's parts (its
+worker pool, its rows, its stop line) are tested in this process too.
 """
 
 import fcntl
@@ -22,7 +24,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from src.run.cli import compose
 from src.run.record import write_record
 from src.sweeps import summary as sweep_summary
-from tests.helpers import ROOT, run_cli, tiny_training
+from tests.helpers import ROOT, run_cli, run_main, tiny_training
 
 FAST = ["model.num_layers=1", "trainer.max_steps=10", "trainer.val_check_interval=10", "sample.max_new_tokens=0"]
 
@@ -35,7 +37,7 @@ def job_dirs(sweep_dir):
 def test_a_2x2_sweep_gives_four_jobs_a_summary_and_a_plot(tmp_path):
     sweep = tmp_path / "sweep"
     args = tiny_training(tmp_path, *FAST, f"hydra.sweep.dir={sweep}", "callbacks.attention_maps=null")
-    result = run_cli("train", "-m", *args, "model.num_heads=2,4", "model.embedding_dim=32,48")  # last wins
+    result = run_main("train", "-m", *args, "model.num_heads=2,4", "model.embedding_dim=32,48")  # last wins
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = job_dirs(sweep)
     assert [p.name for p in jobs] == ["0", "1", "2", "3"]
@@ -57,7 +59,7 @@ def test_a_2x2_sweep_gives_four_jobs_a_summary_and_a_plot(tmp_path):
     png = (sweep / "summary.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24])[0] > 0
 
-    again = run_cli("train", "-m", *args, "model.num_heads=2,4", "model.embedding_dim=32,48")
+    again = run_main("train", "-m", *args, "model.num_heads=2,4", "model.embedding_dim=32,48")
     assert again.returncode == 0
     assert (again.stdout + again.stderr).count("already finished") == 4  # kept, not retrained
     for job in jobs:
@@ -73,7 +75,7 @@ def test_an_invalid_point_fails_alone_and_the_parallel_launcher_gives_the_same_s
         args = tiny_training(tmp_path, *FAST, f"hydra.sweep.dir={sweep}", "model.embedding_dim=32")
         if launcher == "parallel":  # 3 jobs on 2 workers: each takes half the cores
             args += ["hydra/launcher=parallel", "hydra.launcher.n_jobs=2"]
-        result = run_cli("train", "-m", *args, "model.num_heads=2,3,4")
+        result = run_main("train", "-m", *args, "model.num_heads=2,3,4")
         assert result.returncode == 1, result.stderr[-3000:]  # the sweep finished, but not every job did
         errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
         assert errors[0] == (
@@ -93,14 +95,14 @@ def test_an_invalid_point_fails_alone_and_the_parallel_launcher_gives_the_same_s
     assert losses["parallel"][0] == pytest.approx(losses["basic"][0], abs=1e-5)  # same seed, same run
     assert losses["parallel"][2] == pytest.approx(losses["basic"][2], abs=1e-5)
 
-    again = run_cli("train", "-m", *args, "model.num_heads=2,3,4")
+    again = run_main("train", "-m", *args, "model.num_heads=2,3,4")
     assert again.returncode == 1 and (again.stdout + again.stderr).count("already finished") == 2
 
 
 @pytest.mark.slow
 def test_ddp_on_the_cpu_writes_one_run_directory(tmp_path):
     log_dir = tmp_path / "outputs"
-    result = run_cli(
+    result = run_cli(  # a process: DDP starts a second rank by running this command line again
         "train", "trainer=ddp_cpu", *tiny_training(log_dir, "trainer.max_steps=20", "sample.max_new_tokens=0")
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -111,7 +113,7 @@ def test_ddp_on_the_cpu_writes_one_run_directory(tmp_path):
     events = EventAccumulator(str(run / "tensorboard" / "val"))  # the val loss: a run beside the run's events
     events.Reload()
     logged = events.Scalars("loss/val")[-1].value
-    evaluated = run_cli("evaluate", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}")
+    evaluated = run_main("evaluate", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}")
     row = next(line for line in evaluated.stdout.splitlines() if line.startswith("val "))
     assert abs(float(row.split()[1]) - logged) < 1e-4  # the two ranks' shards add up to the exact loss
 
@@ -121,7 +123,7 @@ def test_optuna_searches_two_trials(tmp_path):
     sweep = tmp_path / "optuna"
     searched = ("model.embedding_dim=", "model.num_heads=", "model.context_window=", "optimizer.lr=")
     args = [a for a in tiny_training(tmp_path, *FAST, f"hydra.sweep.dir={sweep}") if not a.startswith(searched)]
-    result = run_cli("train", "hparams_search=optuna", "hydra.sweeper.n_trials=2", *args)
+    result = run_main("train", "hparams_search=optuna", "hydra.sweeper.n_trials=2", *args)
     assert result.returncode == 0, result.stderr[-3000:]
     assert [p.name for p in job_dirs(sweep)] == ["0", "1"]
     best = (sweep / "optimization_results.yaml").read_text()
@@ -179,12 +181,12 @@ def test_a_stopped_sweep_says_so_once_and_a_job_resumed_by_hand_is_not_trained_a
     stopped = torch.load(sweep / "0" / "checkpoints" / "last.ckpt", weights_only=False)["global_step"]
     assert json.loads((sweep / "0" / "result.json").read_text())["status"] == "interrupted"
 
-    by_hand = run_cli("train", f"ckpt_path={sweep / '0'}")  # a single run's resume command
+    by_hand = run_main("train", f"ckpt_path={sweep / '0'}")  # a single run's resume command
     assert by_hand.returncode == 0, by_hand.stderr[-3000:]
     finished = (sweep / "0" / "result.json").read_text()
     assert json.loads(finished)["steps"] == 40 and stopped < 40
 
-    again = run_cli("train", *args)
+    again = run_main("train", *args)
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"{sweep / '0'} already finished" in again.stdout and "resuming" not in again.stdout
     assert (sweep / "0" / "result.json").read_text() == finished  # kept, not trained again
@@ -203,11 +205,11 @@ def test_another_grid_into_a_sweep_directory_is_refused_and_a_smaller_one_summar
         *tiny_training(tmp_path, "model.num_layers=1", "trainer.max_steps=4", "trainer.val_check_interval=4"),
         f"hydra.sweep.dir={sweep}",
     ]
-    first = run_cli("train", *args, "seed=1,2,3")
+    first = run_main("train", *args, "seed=1,2,3")
     assert first.returncode == 0, first.stderr[-3000:]
     files = {p: p.read_bytes() for p in sweep.rglob("*") if p.is_file()}
 
-    other = run_cli("train", *args, "seed=4,5")
+    other = run_main("train", *args, "seed=4,5")
     assert other.returncode == 2
     assert other.stderr.strip() == (
         f"error: hydra.sweep.dir={sweep} holds another sweep: its job 0 is seed=1, this sweep's job 0 is seed=4 "
@@ -219,7 +221,7 @@ def test_another_grid_into_a_sweep_directory_is_refused_and_a_smaller_one_summar
     held = os.open(sweep / "1" / ".lock", os.O_RDWR | os.O_CREAT)
     fcntl.flock(held, fcntl.LOCK_EX)  # and still trained
     try:
-        smaller = run_cli("train", *args, "seed=1,2")
+        smaller = run_main("train", *args, "seed=1,2")
     finally:
         os.close(held)
     assert smaller.returncode == 1

@@ -11,7 +11,7 @@ from src.model.head_scores import MEASURES, measure_heads, repeated_probe
 from src.run.cli import compose
 from src.train import train
 from src.training.checkpoint import load_trained
-from tests.helpers import run_cli, scalars, tiny_training, train_in_process
+from tests.helpers import run_main, scalars, tiny_training, train_in_process
 
 SEED = ["model=seed", "model.context_window=10", "model.embedding_dim=12", "model.num_heads=3"]
 
@@ -84,7 +84,6 @@ def test_a_run_with_the_scores_switched_off_trains_and_writes_none(tmp_path):
     assert sorted(p.name for p in (run / "tensorboard").iterdir() if p.is_dir()) == ["best", "val"]  # no head runs
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("override", "pattern"),
     [
@@ -95,7 +94,7 @@ def test_a_run_with_the_scores_switched_off_trains_and_writes_none(tmp_path):
     ],
 )
 def test_bad_head_score_settings_are_one_line_and_write_nothing(tmp_path, override, pattern):
-    result = run_cli("train", *tiny_training(tmp_path / "outputs", override))
+    result = run_main("train", *tiny_training(tmp_path / "outputs", override))
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr[-2000:]
     assert re.search(pattern, lines[0]), lines[0]

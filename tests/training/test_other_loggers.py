@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_cli_offline, scalars, tiny_training
+from tests.helpers import run_cli_offline, run_main_offline, scalars, tiny_training
 
 pytestmark = pytest.mark.slow
 
@@ -21,6 +21,7 @@ pytestmark = pytest.mark.slow
 def run(tmp_path_factory) -> Path:
     log_dir = tmp_path_factory.mktemp("loggers")
     run_dir = log_dir / "run"
+    # A process: wandb closes its run (the "exit" record) in the exit handlers that the command runs as it ends.
     result = run_cli_offline(
         "train", *tiny_training(log_dir, f"hydra.run.dir={run_dir}", "logger=many", "explorer=false")
     )
@@ -125,9 +126,9 @@ def refused(result, *words: str) -> None:
 def test_a_loggers_unknown_key_is_refused_before_anything_is_written(tmp_path: Path):
     run_dir = tmp_path / "run"
     base = tiny_training(tmp_path, f"hydra.run.dir={run_dir}")
-    refused(run_cli_offline("train", *base, "logger=mlflow", "+logger.tracking_uri=http://x"), "tracking_uri")
-    refused(run_cli_offline("train", *base, "logger=many", "+logger.csv.flush=1"), "logger.csv.flush")
-    refused(run_cli_offline("train", *base, "logger=wandb", "+logger.offline=false"), "logger.offline=false")
+    refused(run_main_offline("train", *base, "logger=mlflow", "+logger.tracking_uri=http://x"), "tracking_uri")
+    refused(run_main_offline("train", *base, "logger=many", "+logger.csv.flush=1"), "logger.csv.flush")
+    refused(run_main_offline("train", *base, "logger=wandb", "+logger.offline=false"), "logger.offline=false")
     assert not run_dir.exists()
 
 
@@ -138,7 +139,7 @@ def test_a_sweep_logs_every_job_into_one_mlflow_store(tmp_path: Path):
     sweep = tmp_path / "sweep"
     args = ["-m", *tiny_training(tmp_path, f"hydra.sweep.dir={sweep}", "logger=mlflow", "seed=1,2")]
     args += ["trainer.max_steps=4", "trainer.val_check_interval=2"]
-    result = run_cli_offline("train", *args)
+    result = run_main_offline("train", *args)
     assert result.returncode == 0, result.stderr[-3000:]
     client = MlflowClient(tracking_uri=f"sqlite:///{sweep / 'mlflow' / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("scratchgpt").experiment_id])
