@@ -138,13 +138,13 @@ def saved_overrides(run_dir: Path) -> list[str] | None:
 
 
 def sweep_points(overrides: list[str]) -> list[list[str]]:
-    """Every combination a basic multirun would launch (`a=1,2 b=3,4` gives four)."""
-    parsed = OverridesParser.create().parse_overrides(overrides)
-    choices = []
-    for o in parsed:
+    """Every combination a basic multirun would launch (`a=1,2 b=3,4` gives four), in its order; a key
+    given twice (the sweeper's params, then the command line) takes the later value, at its first place."""
+    choices: dict[str, list[str]] = {}
+    for o in OverridesParser.create().parse_overrides(overrides):
         try:
-            values = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.value()]
-            choices.append([f"{o.get_key_element()}={v}" for v in values] if o.is_sweep_override() else [o.input_line])
+            values = o.sweep_string_iterator() if o.is_sweep_override() else [o.get_value_element_as_str()]
+            choices[o.get_key_element()] = [f"{o.get_key_element()}={v}" for v in values]  # as a job's overrides
         except HydraException:  # a search space (an Optuna interval): its sweeper draws the values
-            choices.append([o.input_line])
-    return [list(point) for point in itertools.product(*choices)]
+            choices[o.get_key_element()] = [o.input_line]
+    return [list(point) for point in itertools.product(*choices.values())]

@@ -57,8 +57,8 @@ def hostile_run(tmp_path_factory):
     records = []
     handler = logging.Handler()
     handler.emit = records.append
-    logging.getLogger("src.train").addHandler(handler)
-    logging.getLogger("src.train").setLevel(logging.INFO)
+    logging.getLogger("src").addHandler(handler)
+    logging.getLogger("src").setLevel(logging.INFO)
     try:
         train_in_process(
             run,
@@ -73,7 +73,7 @@ def hostile_run(tmp_path_factory):
             "explorer=false",
         )
     finally:
-        logging.getLogger("src.train").removeHandler(handler)
+        logging.getLogger("src").removeHandler(handler)
     return run, [r.getMessage() for r in records]
 
 

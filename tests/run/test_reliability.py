@@ -80,11 +80,12 @@ class LastCkptProbe(L.Callback):
 
 def train_with(monkeypatch, run: Path, extra: L.Callback, *overrides: str) -> None:
     """train() in-process with one more callback beside the configured ones."""
-    from src import train as train_module
+    from src.run import preflight
+    from src.train import train
 
-    configured = train_module.build_callbacks
-    monkeypatch.setattr(train_module, "build_callbacks", lambda *args: [*configured(*args), extra])
-    train_module.train(compose_training(run, *overrides))
+    configured = preflight.build_callbacks
+    monkeypatch.setattr(preflight, "build_callbacks", lambda *args: [*configured(*args), extra])
+    train(compose_training(run, *overrides))
 
 
 def test_every_n_train_steps_saves_before_the_first_validation(tmp_path, monkeypatch):
@@ -388,7 +389,7 @@ def test_leftover_partial_files_of_dead_writers_are_removed(tmp_path):
 
 def test_debug_presets_run_as_documented(tmp_path, caplog):
     smoke = tmp_path / "smoke"
-    caplog.set_level(logging.INFO, logger="src.train")
+    caplog.set_level(logging.INFO, logger="src")  # the run's lines: src.train, src.run.finish
     assert math.isfinite(train_in_process(smoke, "debug=fast_dev_run", "sample.max_new_tokens=5"))
     said = [r.getMessage() for r in caplog.records]
     assert any(m.startswith("fast_dev_run: val loss ") for m in said)  # not "best val loss X -> " and nothing
