@@ -150,11 +150,16 @@ def job_config(cfg: DictConfig) -> DictConfig:
     return job
 
 
+def quoted(key: str, value: str | Path) -> str:
+    """`key='value'` in Hydra's syntax, so a path with spaces or other characters stays one value."""
+    text = str(value).replace("'", "\\'")
+    return f"{key}='{text}'"
+
+
 def pinned_run_dir(argv: list[str], run_dir: str) -> list[str]:
     """The command line with the run directory the checks met, so that Hydra's own composition, a
     moment later, makes that folder and not one of a later ${now:...}."""
-    text = run_dir.replace("'", "\\'")
-    return [*(a for a in argv if not a.startswith("hydra.run.dir=")), f"hydra.run.dir='{text}'"]
+    return [*(a for a in argv if not a.startswith("hydra.run.dir=")), quoted("hydra.run.dir", run_dir)]
 
 
 def options(group: str) -> list[str]:

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.rules import ConfigError
 from src.run import record, rundir
+from src.run.cli import quoted
 
 PROJECT_OUTPUTS = Path(__file__).resolve().parents[2] / "outputs"
 
@@ -25,12 +26,6 @@ def typed_value(override: str) -> str:
         return str(OverridesParser.create().parse_overrides([override])[0].value())
     except HydraException:
         return override.split("=", 1)[1]  # unquoted spaces: the path as the user typed it
-
-
-def quoted(key: str, value: str | Path) -> str:
-    """`key='value'` in Hydra's syntax, so a path with spaces or other characters stays one value."""
-    text = str(value).replace("'", "\\'")
-    return f"{key}='{text}'"
 
 
 def typed_run_dir(argv: list[str]) -> Path | None:
