@@ -32,14 +32,13 @@ from tqdm import tqdm
 from src.model import checks
 from src.rules import one_line, positive_int
 from src.run import rundir  # noqa: F401  (registers the resolvers of the run's folder before any composing)
-from src.run.config import command_help, register
+from src.run.config import CONFIG_DIR, command_help, options, register
 from src.run.record import sweep_points
 
 if TYPE_CHECKING:
     import torch
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-CONFIG_DIR = PROJECT_ROOT / "conf"
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError)
 
 # Known, harmless warnings of the pinned libraries, silenced here and nowhere else.
@@ -160,11 +159,6 @@ def pinned_run_dir(argv: list[str], run_dir: str) -> list[str]:
     """The command line with the run directory the checks met, so that Hydra's own composition, a
     moment later, makes that folder and not one of a later ${now:...}."""
     return [*(a for a in argv if not a.startswith("hydra.run.dir=")), quoted("hydra.run.dir", run_dir)]
-
-
-def options(group: str) -> list[str]:
-    """A config group's options, as a user chooses them (the schemas are not options)."""
-    return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
 
 
 # hydra.help.template (conf/hydra/default.yaml and each command's YAML): Hydra's --help prints this text.

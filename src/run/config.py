@@ -400,7 +400,7 @@ def check_values(cfg: DictConfig) -> None:
 # hydra.help.template is ${command_help:<command>}: Hydra's --help prints this text, made from the
 # config it composed (each key's default) and the schemas (each key's line, metadata["help"]).
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "conf"
 # The keys people change most, as `--help` lists them; a command not named here lists all its own keys.
 COMMON_KEYS = {
     "train": (
@@ -454,7 +454,7 @@ def typed(value: Any) -> str:
 def option_line(group: str, option: str) -> str:
     """The first sentence of an option's YAML file's opening comment: where the option says what it is."""
     header = []
-    for line in (CONF / group / f"{option}.yaml").read_text(encoding="utf-8").splitlines():
+    for line in (CONFIG_DIR / group / f"{option}.yaml").read_text(encoding="utf-8").splitlines():
         if not line.startswith("#"):
             break
         if not line.startswith("# @package"):
@@ -463,9 +463,9 @@ def option_line(group: str, option: str) -> str:
     return match.group(1) if match else " ".join(header)
 
 
-def group_options(group: str) -> list[str]:
+def options(group: str) -> list[str]:
     """A config group's options, as a user chooses them (the schemas are not options)."""
-    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+    return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
 
 
 def listed_keys(config_name: str, cfg: DictConfig) -> list[str]:
@@ -483,13 +483,13 @@ def command_help(config_name: str, *, _root_: DictConfig) -> str:
         return [f"  {left:<{pad}}  {wrapped[0]}"] + [" " * (pad + 4) + more for more in wrapped[1:]]
 
     choices = dict(reversed(list(_root_.hydra.runtime.choices.items())))  # in the defaults list's order
-    groups = {g: d for g, d in choices.items() if not g.startswith("hydra") and group_options(g) != [d]}
+    groups = {g: d for g, d in choices.items() if not g.startswith("hydra") and options(g) != [d]}
     groups |= {"hydra/launcher": None} if config_name == "train" else {}  # Hydra's group this project gives options
     if groups:
         out += ["", "Config groups, one option each (group=option; * the default):"]
-        pad = max(len(f"{g}={o}") for g in groups for o in group_options(g)) + 2
+        pad = max(len(f"{g}={o}") for g in groups for o in options(g)) + 2
         for group, default in groups.items():
-            for option in group_options(group):
+            for option in options(group):
                 out += row(f"{group}={option} {'*' if option == default else ' '}", option_line(group, option), pad)
     names = listed_keys(config_name, _root_)
     shown = {
