@@ -1,14 +1,12 @@
-"""GPTModule: the LightningModule around GPT or SeedGPT.
-
-It owns the loss over all positions, the optimizer and per-step schedule, and the metrics.
-Its hyperparameters hold the model config and the tokenizer, so a checkpoint alone is enough
-to rebuild the model and sample from it.
-"""
+"""GPTModule: the LightningModule around GPT or SeedGPT: the loss, the optimizer and its schedule, the
+metrics. Its hyperparameters hold the model config and the tokenizer, so a checkpoint alone rebuilds it."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +19,10 @@ from torchmetrics.classification import MulticlassAccuracy
 from src.data.tokenizer import CharTokenizer
 from src.data.windows import IGNORE
 from src.model import build_model
+from src.model.language_model import CausalLanguageModel
+from src.model.layers import cross_entropy
 from src.training.callbacks import is_logging_step, validates_step_zero, was_logging_step
 from src.training.optim import apply_settings, build_optimizer, build_schedule
-from src.training.scoring import score_on_every_core
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +37,52 @@ def log_at_step(trainer: L.Trainer, metrics: dict[str, float]) -> None:
     if trainer.is_global_zero:
         for logger in trainer.loggers:
             logger.log_metrics(metrics, step=trainer.global_step)
+
+
+def score(model: CausalLanguageModel, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """x, y: (B, T) -> (the losses of the scored positions, predicted tokens (B*T,), targets (B*T,))."""
+    logits, _ = model(x)  # (B, T, vocab)
+    scored = y != IGNORE  # the padding of the split's last window is not scored
+    losses = cross_entropy(logits[scored], y[scored], fused=True, reduction="none")
+    return losses, logits.argmax(-1).flatten(), y.flatten()
+
+
+# Validation on a CPU scores its windows in parts, one single-threaded forward pass per core: at these
+# sizes one pass's intra-op threads spend much of their time handing work to each other
+# (BENCHMARKS.md, "Validation"). Each part holds at least this many tokens: smaller parts would spend
+# more time in Python's dispatch (under the GIL) than in their maths.
+MIN_PART_TOKENS = 512
+
+
+def parts_and_threads(x: Tensor) -> tuple[int, int]:
+    """How many parts to score x's windows in, at once, and torch threads for each; 1 part: one pass."""
+    threads = torch.get_num_threads()
+    # Autocast is not copied to worker threads: an autocast run scores in the calling thread.
+    if x.device.type != "cpu" or torch.is_autocast_enabled("cpu"):
+        return 1, threads
+    parts = max(1, min(threads, len(x), x.numel() // MIN_PART_TOKENS))
+    return parts, threads // parts
+
+
+@functools.cache
+def _workers(parts: int, threads: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(parts, thread_name_prefix="score", initializer=torch.set_num_threads, initargs=(threads,))
+
+
+def score_on_every_core(model: CausalLanguageModel, x: Tensor, y: Tensor) -> list[tuple[Tensor, Tensor, Tensor]]:
+    """score() of x's windows in parts_and_threads(x) parts, run at once; the parts in order, so the
+    metrics accumulate in the same order every run."""
+    parts, threads = parts_and_threads(x)
+    if parts == 1:
+        return [score(model, x, y)]
+    inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()  # thread-local: pass them on
+
+    def score_part(part: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+        with torch.inference_mode(inference), torch.set_grad_enabled(grad):
+            return score(model, *part)
+
+    pieces = zip(x.tensor_split(parts), y.tensor_split(parts), strict=True)
+    return list(_workers(parts, threads).map(score_part, pieces))
 
 
 NEVER = 2**62  # first_nonfinite_step before any loss was NaN or infinite
