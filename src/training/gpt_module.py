@@ -21,7 +21,7 @@ from src.data.windows import IGNORE
 from src.model import build_model
 from src.model.language_model import CausalLanguageModel
 from src.model.layers import cross_entropy
-from src.training.callbacks import is_logging_step, validates_step_zero, was_logging_step
+from src.training.callbacks import is_logging_step, validates_step_zero
 from src.training.optim import apply_settings, build_optimizer, build_schedule
 
 log = logging.getLogger(__name__)
@@ -250,7 +250,7 @@ class GPTModule(L.LightningModule):
             )
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        if was_logging_step(self.trainer):
+        if is_logging_step(self.trainer, taken=True):
             self.check_finite()
         if self.global_step >= self.trainer.max_steps:
             # Asked to stop, Lightning validates this step: every run ends with a validation
