@@ -1,14 +1,9 @@
-"""What a token cache is on disk, shared by its reader (token_cache.py) and its writer (token_encode.py).
+"""A token cache on disk, for its reader (token_cache.py) and its writer (token_encode.py):
+`<cache_dir>/tokens/<name>-<hash of the file's path, size and mtime>/` holds
 
-The cache of a text lives in `<cache_dir>/tokens/<name>-<key>/`, the key a hash of the file's
-absolute path, size and modification time, so a changed file gets a new cache (and the old one
-is removed). It holds
-
-    tokens.bin   every character's id, in text order: uint8 if the vocabulary has <= 256
-                 characters, uint16 up to 65,536, uint32 beyond (CJK, emoji)
-    meta.json    vocabulary, dtype, number of tokens, the CRC-32 of tokens.bin, the source's path,
-                 size, mtime, sha256 and CRC-32 (checked at every load: a zero-filled tokens.bin, or a
-                 text edited in place with its size and mtime kept, is found and encoded again)
+    tokens.bin   every character's id in text order: uint8, uint16 or uint32, as the vocabulary needs
+    meta.json    vocabulary, dtype, number of tokens, tokens.bin's CRC-32, and the source's path, size,
+                 mtime, sha256 and CRC-32
 """
 
 from __future__ import annotations

@@ -114,10 +114,8 @@ class GPTModule(L.LightningModule):
         self.best_val_step: int | None = None  # the step of the last new best val/loss seen in this process
         self._parameter_list: list[torch.nn.Parameter] | None = None  # what clipping sees, listed once
         self.trained_steps = 0  # set by from_checkpoint: the optimizer steps behind these weights
-        # The first optimizer step whose loss was NaN or infinite (NEVER: none yet), kept on the
-        # device so that watching for it costs no host sync; read at log steps and before every
-        # save. Not a buffer: DDP re-broadcasts buffers from rank 0 before every forward, which
-        # would erase what another rank saw.
+        # The first step whose loss was NaN or infinite (NEVER: none yet), on the device: no host sync. Not
+        # a buffer: DDP re-broadcasts buffers from rank 0 before every forward, erasing what another saw.
         self._first_nonfinite_step: Tensor | None = None
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
@@ -139,9 +137,8 @@ class GPTModule(L.LightningModule):
         return self._first_nonfinite_step
 
     def check_finite(self) -> None:
-        """Stop with the step at which the loss went NaN/inf on any rank, before anything is saved."""
-        # Every rank must agree, or one would stop while the others wait for it forever; the
-        # earliest step of any rank is where it happened.
+        """Stop with the step at which the loss went NaN/inf on any rank (all agree: the earliest), before
+        anything is saved."""
         step = int(self.trainer.strategy.reduce(self.first_nonfinite_step().clone(), reduce_op="min"))
         if step != NEVER:
             kept = (
@@ -155,12 +152,13 @@ class GPTModule(L.LightningModule):
             )
 
     def saved_checkpoints(self) -> list[Path]:
-        """The checkpoint files of this run's checkpoint callbacks that are on disk (a NaN says whether any is)."""
+        """The checkpoint files of this run's checkpoint callbacks that are on disk."""
         folders = set()
-        for callback in self.trainer.checkpoint_callbacks:  # ModelCheckpoint's dirpath, LastCheckpoint's path
-            path = getattr(callback, "dirpath", None) or getattr(callback, "path", None)
-            if path is not None:
-                folders.add(Path(path) if getattr(callback, "dirpath", None) else Path(path).parent)
+        for callback in self.trainer.checkpoint_callbacks:
+            if getattr(callback, "dirpath", None):  # ModelCheckpoint's
+                folders.add(Path(callback.dirpath))
+            elif getattr(callback, "path", None):  # LastCheckpoint's
+                folders.add(Path(callback.path).parent)
         return [file for folder in folders for file in folder.glob("*.ckpt")]
 
     def _eval_step(self, split: str, batch: tuple[Tensor, Tensor]) -> None:
@@ -179,8 +177,7 @@ class GPTModule(L.LightningModule):
         }
         self.eval_loss[split].reset()
         self.eval_acc[split].reset()
-        # For the checkpoint monitor and the progress bar. torchmetrics has already reduced the
-        # values over all ranks, so sync_dist only averages equal numbers (and tells Lightning so).
+        # For the checkpoint monitor and the progress bar; torchmetrics has reduced them over the ranks already.
         self.log_dict(metrics, logger=False, sync_dist=True)
         return metrics
 
@@ -224,9 +221,8 @@ class GPTModule(L.LightningModule):
     ) -> None:
         """Clip as configured, and log the gradient norm at log steps (clipping computes it anyway)."""
         log_now = is_logging_step(self.trainer)
-        # Listed once: walking the module tree for self.parameters() at every step shows at the
-        # notes' scale, where a step takes a few milliseconds. The order stays the module's, as
-        # the norm's float sum depends on it (and with it every later step).
+        # Listed once: walking the module tree at every step shows when a step takes milliseconds. The
+        # order stays the module's: the norm's float sum depends on it.
         if self._parameter_list is None:
             self._parameter_list = list(self.parameters())
         params = self._parameter_list
@@ -253,8 +249,7 @@ class GPTModule(L.LightningModule):
         if is_logging_step(self.trainer, taken=True):
             self.check_finite()
         if self.global_step >= self.trainer.max_steps:
-            # Asked to stop, Lightning validates this step: every run ends with a validation
-            # (and so with last.ckpt at its newest step), whatever val_check_interval says.
+            # Asked to stop, Lightning validates this step: every run ends with a validation and last.ckpt.
             self.trainer.should_stop = True
 
     def on_validation_start(self) -> None:
@@ -280,8 +275,7 @@ class GPTModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.check_finite()  # never replace a good checkpoint with a diverged state
         checkpoint["best_val_loss"] = self.best_val_loss
-        # Dropout draws from these generators: a resumed run must continue their streams, each rank
-        # its own (every rank runs this hook; rank 0 writes the file).
+        # Dropout's generators: a resumed run continues their streams, each rank its own (rank 0 writes).
         checkpoint["rng"] = self.rng_state()
         if self.trainer.world_size > 1:
             device = self.trainer.strategy.root_device
@@ -321,8 +315,7 @@ class GPTModule(L.LightningModule):
 
     @classmethod
     def from_checkpoint(cls, path: str | Path) -> GPTModule:
-        """Rebuild from a checkpoint alone: the trained model as load_trained reads it (errors name the fix),
-        in a GPTModule of the checkpoint's settings."""
+        """Rebuild from a checkpoint alone (load_trained's errors name the fix), with its settings."""
         from src.training.checkpoint import load_trained  # not loaded by a run that trains from scratch
 
         trained = load_trained(path)
