@@ -1,10 +1,9 @@
-"""Finding and loading checkpoints, with errors that say what to do instead of a torch trace.
-
-Nothing here imports Lightning: sampling from a checkpoint needs only torch and the model.
-"""
+"""Finding and loading checkpoints, with errors that say what to do instead of a torch trace. Nothing here
+imports Lightning: sampling from a checkpoint needs only torch and the model."""
 
 from __future__ import annotations
 
+import json
 import math
 import pickle
 import zipfile
@@ -22,6 +21,14 @@ from src.model.language_model import CausalLanguageModel
 
 class CheckpointError(ValueError):
     """A checkpoint is missing, unreadable or does not fit; the message names the fix."""
+
+
+# `python -m src.export format=safetensors` (src/export/weights.py) writes a folder of the weights, our
+# parameter names in float32, beside a config.json: {"format": "scratchgpt", "model": {...}, "vocabulary":
+# "...", "step": N, "best_val_loss": x, "optimizer": {...}, "data": {...}}. Our commands read it wherever
+# they read a checkpoint (read_exported).
+WEIGHTS, CONFIG = "model.safetensors", "config.json"
+FORMAT = "scratchgpt"
 
 
 def _newest(paths: list[Path]) -> Path | None:
@@ -75,17 +82,9 @@ def resumable(path: Path, prefer: str) -> Path:
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
     """The checkpoint's dict, refusing truncated files and files that are not our checkpoints.
-    An exported model.safetensors (src/training/exported.py) reads as the checkpoint it came from."""
+    An exported model.safetensors reads as the checkpoint it came from."""
     path = Path(path)
-    if path.suffix == ".safetensors":
-        from src.training.exported import ExportedFolderError, read_exported  # safetensors, only for these
-
-        try:
-            checkpoint = read_exported(path)
-        except ExportedFolderError as err:
-            raise CheckpointError(str(err)) from None
-    else:
-        checkpoint = load_zipped(path)
+    checkpoint = read_exported(path) if path.suffix == ".safetensors" else load_zipped(path)
     hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
     if not isinstance(hparams, dict) or "model" not in hparams or "tokenizer" not in hparams:
         raise CheckpointError(f"{path} is not a scratchgpt checkpoint (no model config and tokenizer inside)")
@@ -108,6 +107,43 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
             f"edited or damaged; use another one, e.g. the run's checkpoints/last.ckpt or best.ckpt"
         )
     return checkpoint
+
+
+def read_exported(weights: Path) -> dict[str, Any]:
+    """A folder written by format=safetensors, as the dict of a training checkpoint (read_checkpoint checks it)."""
+    folder = weights.parent
+    try:
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+    except ImportError:
+        raise CheckpointError(
+            f'{weights} is a safetensors file, and reading it needs the safetensors package: pip install -e ".[hf]"'
+        ) from None
+    try:
+        config = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(
+            f"{folder} has {WEIGHTS} but no {CONFIG}: export it again with python -m src.export format=safetensors"
+        ) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{folder / CONFIG} is unreadable or corrupt ({err}): export again") from None
+    if not isinstance(config, dict) or config.get("format") != FORMAT:
+        raise CheckpointError(
+            f"{folder / CONFIG} is not a scratchgpt export (a Hugging Face folder?): pass a folder written by "
+            f"python -m src.export format=safetensors, or a .ckpt file"
+        )
+    try:
+        state = load_file(str(weights))
+    except (SafetensorError, OSError) as err:
+        raise CheckpointError(f"{weights} is truncated or corrupt ({err}): export the model again") from None
+    hparams = {"model": config.get("model"), "tokenizer": {"vocab": config.get("vocabulary")}}
+    hparams |= {key: config[key] for key in ("optimizer", "data") if key in config}
+    return {
+        "hyper_parameters": hparams,
+        "state_dict": {f"model.{name}": tensor for name, tensor in state.items()},
+        "global_step": config.get("step", 0),
+        "best_val_loss": config.get("best_val_loss"),
+    }
 
 
 def load_zipped(path: Path) -> Any:
