@@ -1,5 +1,12 @@
 """The training text: a user's file (`data.path`), Tiny Shakespeare (downloaded once, checked against its
-sha256), or a text made here with a fixed seed (`data.path=${generated_text:NAME}`)."""
+sha256), or a text made here with a fixed seed (`data.path=${generated_text:NAME}`); and its token cache's
+layout on disk, which token_cache.py reads and token_encode.py writes:
+
+    <cache_dir>/tokens/<name>-<hash of the file's path, size and mtime>/
+      tokens.bin   every character's id in text order: uint8, uint16 or uint32, as the vocabulary needs
+      meta.json    vocabulary, dtype, number of tokens, tokens.bin's CRC-32, and the source's path, size,
+                   mtime, sha256 and CRC-32
+"""
 
 from __future__ import annotations
 
@@ -9,12 +16,32 @@ import random
 import tempfile
 import urllib.error
 import urllib.request
+import zlib
 from pathlib import Path
 
+import numpy as np
 from omegaconf import OmegaConf
 
 TINY_SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 TINY_SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+FORMAT = 2  # the token cache's layout: bump it when that changes, and older caches are rebuilt
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    """The smallest unsigned integer type that holds every id."""
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if vocab_size <= np.iinfo(dtype).max + 1:
+            return np.dtype(dtype)
+    raise AssertionError("unreachable: there are fewer code points than 2**32")
+
+
+def crc32_of(path: Path, chunk_bytes: int = 16 * 2**20) -> int:
+    """CRC-32 of a file's bytes, read in chunks (~1.5 GB/s: a few ms for a text of a few MB)."""
+    crc = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(chunk_bytes):
+            crc = zlib.crc32(chunk, crc)
+    return crc
 
 
 class DataError(ValueError):

@@ -15,8 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from src.data.corpus import DataError
-from src.data.token_format import FORMAT, crc32_of, token_dtype
+from src.data.corpus import FORMAT, DataError, crc32_of, token_dtype
 
 
 @dataclass

@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from src.data.corpus import DataError
-from src.data.token_format import FORMAT, crc32_of, token_dtype
+from src.data.corpus import FORMAT, DataError, crc32_of, token_dtype
 from src.data.tokenizer import show_characters
 
 CHUNK_BYTES = 16 * 2**20  # 16 MiB of text at a time: ~200 MB of working memory at most
