@@ -89,11 +89,9 @@ def shuffled(i: np.ndarray, n: int, key: int, rounds: int = 4) -> np.ndarray:
 class EpochWindowBatches(RandomWindowBatches):
     """Every window start exactly once per epoch, in a seeded shuffled order that changes each epoch.
 
-    The n = len(data) - T window starts of an epoch are put in the order shuffled(0..n-1); rank r
-    of W takes the positions r, r + W, r + 2W, ... of that order (disjoint shards), B at a time.
-    The last batch of an epoch holds what is left. Batch k depends only on (seed, rank, k), so a
-    resumed run continues mid-epoch exactly where it stopped; after the last batch of an epoch
-    the next epoch starts in a new order.
+    The n = len(data) - T starts of an epoch are in the order shuffled(0..n-1); rank r of W takes its
+    positions r, r + W, r + 2W, ..., B at a time (the epoch's last batch: what is left). Batch k depends
+    only on (seed, rank, k), so a resumed run continues mid-epoch exactly where it stopped.
     """
 
     def __init__(

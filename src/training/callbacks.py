@@ -47,6 +47,11 @@ def validates_step_zero(trainer: L.Trainer) -> bool:
     )
 
 
+def reported_validation(trainer: L.Trainer) -> bool:
+    """Whether this validation is one of the run's: in fit, and not a sanity check but step 0's."""
+    return trainer.state.fn == "fit" and (not trainer.sanity_checking or validates_step_zero(trainer))
+
+
 class TokensPerSecond(L.Callback):
     """Logs `train/tokens_per_sec`: training tokens (all ranks) per second of training time, the one
     definition of a run's tokens/s (the progress bar, TensorBoard, the validation line, and `overall` in
@@ -120,14 +125,11 @@ def matmul_weights(model: nn.Module) -> int:
     return n
 
 
-def attention_width(model: nn.Module) -> int:
-    """The sum over attention layers of the width of Q, K and V (L * d for a GPT)."""
-    return sum(m.W_Q.shape[1] for m in model.modules() if isinstance(m, (MultiHeadAttention, SingleHeadSelfAttention)))
-
-
 def training_flops_per_token(model: nn.Module, T: int) -> int:
     """Forward + backward FLOPs per token of a (B, T) training batch: 6N + 12 * L * d * T."""
-    return 6 * matmul_weights(model) + 12 * attention_width(model) * T
+    attention = (MultiHeadAttention, SingleHeadSelfAttention)
+    width = sum(m.W_Q.shape[1] for m in model.modules() if isinstance(m, attention))  # L * d for a GPT
+    return 6 * matmul_weights(model) + 12 * width * T
 
 
 def compute_dtype(precision: str) -> torch.dtype:
@@ -419,14 +421,12 @@ class GracefulInterrupt(L.Callback):
         self.previous = {}
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        # The handlers from before the run, taken before Lightning installs its SIGTERM handler
-        # (after setup), and given back in teardown, which Lightning calls after restoring its own:
-        # so after fit a signal meets the command's handler again, not Lightning's, which only logs.
+        # The handlers from before the run, taken before Lightning installs its own (after setup), given
+        # back in teardown (after Lightning restores its own): after fit a signal meets the command's.
         if threading.current_thread() is threading.main_thread():
             self.previous = {s: signal.getsignal(s) for s in self.SIGNALS}
-        # Under SLURM, Lightning's own SIGUSR1 handler would write hpc_ckpt_N.ckpt from inside the
-        # signal handler (mid-step) and requeue the job, which would then restore that file past the
-        # resume checks: pre-emption is this callback's, as any stop signal (train() requeues).
+        # Under SLURM, Lightning's SIGUSR1 handler would write hpc_ckpt_N.ckpt mid-step and requeue the job,
+        # which would restore it past the resume checks: pre-emption is this callback's (train() requeues).
         environment = getattr(trainer._accelerator_connector, "cluster_environment", None)
         if isinstance(environment, SLURMEnvironment):
             environment.auto_requeue = False
@@ -474,5 +474,4 @@ class GracefulInterrupt(L.Callback):
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self.received is None:
             self._restore()
-        # else: stopping; until the process says so and ends, a signal sent again meets this handler
-        # still (a repeat changes nothing, Ctrl-C twice stops at once), not the one for outside training.
+        # else: stopping; until the process ends, a signal sent again still meets this handler.

@@ -31,10 +31,6 @@ WEIGHTS, CONFIG = "model.safetensors", "config.json"
 FORMAT = "scratchgpt"
 
 
-def _newest(paths: list[Path]) -> Path | None:
-    return max(paths, key=lambda p: p.stat().st_mtime, default=None)
-
-
 def find_checkpoint(spec: str | Path | None, outputs_dir: str | Path, prefer: str = "best") -> Path:
     """A checkpoint file from what the user typed (prefer="last": one to resume training from).
 
@@ -48,7 +44,7 @@ def find_checkpoint(spec: str | Path | None, outputs_dir: str | Path, prefer: st
     order = [f"{prefer}.ckpt", "last.ckpt" if prefer == "best" else "best.ckpt"]
     if spec is None or str(spec) == "last":
         pattern = "last.ckpt" if spec == "last" else "*.ckpt"
-        newest = _newest(list(outputs_dir.glob(f"**/checkpoints/{pattern}")))
+        newest = max(outputs_dir.glob(f"**/checkpoints/{pattern}"), key=lambda p: p.stat().st_mtime, default=None)
         if newest is None:
             raise CheckpointError(
                 f"no checkpoint under {outputs_dir}: train one with `python -m src.train` or pass ckpt_path=<file>"
@@ -62,8 +58,8 @@ def find_checkpoint(spec: str | Path | None, outputs_dir: str | Path, prefer: st
             for candidate in (path / "checkpoints" / name, path / name):
                 if candidate.is_file():
                     return candidate
-        if (path / "model.safetensors").is_file():
-            return resumable(path / "model.safetensors", prefer)
+        if (path / WEIGHTS).is_file():
+            return resumable(path / WEIGHTS, prefer)
         raise CheckpointError(f"no {' or '.join(order)} in {path}: pass ckpt_path=<a .ckpt file> or a run directory")
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist: pass ckpt_path=<a .ckpt file> or a run directory")

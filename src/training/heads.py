@@ -17,7 +17,7 @@ from torch import Tensor
 from src.data.corpus import write_atomically
 from src.model.head_scores import KINDS, MEASURES, THRESHOLD, HeadScores, measure_heads, repeated_probe
 from src.rules import ConfigError, non_negative_int, of_type, positive_int, sample_fits, sampling
-from src.training.callbacks import validates_step_zero
+from src.training.callbacks import reported_validation
 from src.training.gpt_module import log_at_step
 from src.training.tensorboard import ATTENTION_TAG, TensorBoard
 
@@ -86,8 +86,8 @@ def prompt_maps(pl_module: L.LightningModule, prompt: str) -> tuple[str, Tensor,
 
 def media_loggers(trainer: L.Trainer) -> list:
     """The loggers that take text and pictures (TensorBoard, src/trackers.py's), on rank 0, at a
-    validation of the run (step 0's included, not a shorter sanity check)."""
-    if not trainer.is_global_zero or (trainer.sanity_checking and not validates_step_zero(trainer)):
+    validation of the run."""
+    if not trainer.is_global_zero or not reported_validation(trainer):
         return []
     return [logger for logger in trainer.loggers if hasattr(logger, "log_picture")]
 
@@ -102,7 +102,7 @@ class SampleText(L.Callback):
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         loggers = media_loggers(trainer)
-        if not loggers or trainer.state.fn != "fit":
+        if not loggers:
             return
         from src.model.generation import sample_text  # the sampler only once there is a sample to write
 
@@ -123,7 +123,7 @@ class AttentionMaps(L.Callback):
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         loggers = media_loggers(trainer)
-        if not loggers or trainer.state.fn != "fit":
+        if not loggers:
             return
         from src.plots import AttentionFigure  # matplotlib, only once there is a figure to draw
 
@@ -183,9 +183,7 @@ class TrackHeads(L.Callback):
 
     @torch.no_grad()
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.state.fn != "fit" or not trainer.is_global_zero or self.probe is None:
-            return
-        if trainer.sanity_checking and not validates_step_zero(trainer):
+        if not trainer.is_global_zero or self.probe is None or not reported_validation(trainer):
             return
         model, device = pl_module.model, pl_module.device
         text = self.text.to(device) if self.text is not None else None

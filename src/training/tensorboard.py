@@ -25,7 +25,7 @@ from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 from tensorboard.summary.writer import event_file_writer
 
 from src.data.tokenizer import printable
-from src.training.callbacks import validates_step_zero
+from src.training.callbacks import reported_validation
 
 # The project's metric names -> the tags TensorBoard shows.
 TAGS = {"train/loss": "loss/train", "val/loss": "loss/val", "best_val_loss": "loss/val_best"}
@@ -251,7 +251,7 @@ class LogHyperparams(L.Callback):
         self.params, self.varied, self.trial, self.logged = params, list(varied), trial, False
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if self.logged or trainer.state.fn != "fit" or (trainer.sanity_checking and not validates_step_zero(trainer)):
+        if self.logged or not reported_validation(trainer):
             return
         for logger in trainer.loggers:
             if isinstance(logger, TensorBoard):
