@@ -101,10 +101,8 @@ def resolve_corpus(
     sha256: str = TINY_SHAKESPEARE_SHA256,
     key: str = "data.path",
 ) -> Path:
-    """The text file to train on: `path` if given, else the verified cache, else a download.
-
-    key: the command's own key for a text (evaluate's data_path, explore's text), named in the fix
-    when `path` is a checkpoint's text that is gone or unreadable."""
+    """The text file to train on: `path` if given, else the verified cache, else a download. key: the
+    command's own key for a text (evaluate's data_path), named when a checkpoint's text is gone."""
     if path is not None:
         user_file = Path(path).expanduser()
         if not user_file.is_file():
@@ -143,11 +141,9 @@ def first_line(text: str, limit: int = 40) -> str:
 
 
 def repeated_strings(seed: int = 0, length: int = 500_000, shortest: int = 8, longest: int = 16) -> str:
-    """Random strings s of shortest..longest letters, each written twice (s s), until `length` characters.
-
-    The first copy cannot be predicted; the second can, by copying, as an induction head does
-    (`experiment=induction_heads`, docs/heads.md). random.Random(seed) is stable across Python versions
-    for these calls: the text is the same on every machine."""
+    """Random strings s of shortest..longest letters, each written twice (s s), until `length` characters:
+    only copying, as an induction head does, predicts a second copy (docs/heads.md). random.Random(seed)
+    is stable across Python versions for these calls: the text is the same on every machine."""
     rng = random.Random(seed)
     pieces, total = [], 0
     while total < length:

@@ -52,13 +52,65 @@ def reported_validation(trainer: L.Trainer) -> bool:
     return trainer.state.fn == "fit" and (not trainer.sanity_checking or validates_step_zero(trainer))
 
 
-class TokensPerSecond(L.Callback):
+# FLOPs per token of a training step (forward + backward), as nanoGPT's estimate_mfu (after the PaLM
+# paper, appendix B): 6 N for the N weights that multiply activations (2 forward, 4 backward), plus
+# 12 d T per attention layer of width d over T keys (Q K^T and the weighted V). A CPU has no stable peak
+# FLOP/s (a probe at start-up read impossible values on a shared machine: BENCHMARKS.md, "Sampling and
+# MFU"), so on a CPU MFU is shown only with peak_flops set.
+
+
+def matmul_weights(model: nn.Module) -> int:
+    """N: the entries of the weight matrices that multiply activations, the W_... of the notes. Not the
+    parameter count (src/model's parameters_of): embedding tables are looked up, not multiplied (the
+    token table E counts only as a tied LM head), and biases and gains are added."""
+    n = sum(p.numel() for name, p in model.named_parameters() if name.rsplit(".", 1)[-1].startswith("W_"))
+    if getattr(model.cfg, "tie_weights", False):
+        n += sum(m.E.numel() for m in model.modules() if isinstance(m, TokenAndPositionEmbedding))
+    return n
+
+
+def training_flops_per_token(model: nn.Module, T: int) -> int:
+    """Forward + backward FLOPs per token of a (B, T) training batch: 6N + 12 * L * d * T."""
+    attention = (MultiHeadAttention, SingleHeadSelfAttention)
+    width = sum(m.W_Q.shape[1] for m in model.modules() if isinstance(m, attention))  # L * d for a GPT
+    return 6 * matmul_weights(model) + 12 * width * T
+
+
+def compute_dtype(precision: str) -> torch.dtype:
+    """The dtype matmuls run in under a Lightning precision setting ("32-true", "bf16-mixed", ...)."""
+    dtypes = {"bf16": torch.bfloat16, "16": torch.float16, "64": torch.float64}
+    return next((dtype for start, dtype in dtypes.items() if str(precision).startswith(start)), torch.float32)
+
+
+def peak_flops(device: torch.device, precision: str, configured: float | None = None) -> tuple[float | None, str]:
+    """(peak FLOP/s of one device, where the number comes from); (None, why) when it is unknown."""
+    if configured is not None:
+        return float(configured), "configured"
+    if device.type == "cpu":
+        return None, "no stable peak on a CPU: set callbacks.throughput.peak_flops=<FLOP/s> to show MFU"
+    from lightning.fabric.utilities.throughput import get_available_flops
+
+    flops = get_available_flops(device, compute_dtype(precision))
+    if flops is None:
+        return None, f"unknown for this {device.type} device: set callbacks.throughput.peak_flops"
+    return float(flops), "datasheet"
+
+
+class Throughput(L.Callback):
     """Logs `train/tokens_per_sec`: training tokens (all ranks) per second of training time, the one
     definition of a run's tokens/s (the progress bar, TensorBoard, the validation line, and `overall` in
-    result.json). Validation and what runs after it are not training time. The clock is read at log
-    points only: per step the callback compares two integers."""
+    result.json), and `train/flops_per_sec` (per device) and `train/mfu` (a fraction of the device's
+    peak, never shown above 100 %). Validation and what runs after it are not training time. The clock is
+    read at log points only: per step the callback compares two integers. `peak_flops` (FLOP/s of one
+    device) overrides Lightning's table, and is what a CPU needs for MFU. Not Lightning's
+    ThroughputMonitor: it syncs a GPU at every step, logs beside the progress bar, and knows no CPU peak."""
 
-    def __init__(self) -> None:
+    def __init__(self, peak_flops: float | None = None) -> None:
+        if peak_flops is not None:
+            finite("peak_flops", peak_flops, 0.0, "a positive FLOP/s figure, or null", strict=True)
+        self.configured = peak_flops
+        self.peak: float | None = None
+        self.per_token = 0  # training FLOPs per token of this model, counted once at train start
         self.window_start: float | None = None  # None while training is paused (before a step, after a validation)
         self.window_step = 0  # global_step when the window started
         self.tokens_per_step = 0  # tokens of one optimizer step over all ranks
@@ -104,68 +156,6 @@ class TokensPerSecond(L.Callback):
         self.close_window(trainer)
         self.window_start = None
 
-    def report(self, trainer: L.Trainer, pl_module: L.LightningModule, tokens_per_second: float) -> None:
-        pl_module.log("train/tokens_per_sec", tokens_per_second, prog_bar=True)
-
-
-# FLOPs per token of a training step (forward + backward), as nanoGPT's estimate_mfu (after the PaLM
-# paper, appendix B): 6 N for the N weights that multiply activations (2 forward, 4 backward), plus
-# 12 d T per attention layer of width d over T keys (Q K^T and the weighted V). A CPU has no stable peak
-# FLOP/s (a probe at start-up read impossible values on a shared machine: BENCHMARKS.md, "Sampling and
-# MFU"), so on a CPU MFU is shown only with peak_flops set.
-
-
-def matmul_weights(model: nn.Module) -> int:
-    """N: the entries of the weight matrices that multiply activations, the W_... of the notes. Not the
-    parameter count (src/model's parameters_of): embedding tables are looked up, not multiplied (the
-    token table E counts only as a tied LM head), and biases and gains are added."""
-    n = sum(p.numel() for name, p in model.named_parameters() if name.rsplit(".", 1)[-1].startswith("W_"))
-    if getattr(model.cfg, "tie_weights", False):
-        n += sum(m.E.numel() for m in model.modules() if isinstance(m, TokenAndPositionEmbedding))
-    return n
-
-
-def training_flops_per_token(model: nn.Module, T: int) -> int:
-    """Forward + backward FLOPs per token of a (B, T) training batch: 6N + 12 * L * d * T."""
-    attention = (MultiHeadAttention, SingleHeadSelfAttention)
-    width = sum(m.W_Q.shape[1] for m in model.modules() if isinstance(m, attention))  # L * d for a GPT
-    return 6 * matmul_weights(model) + 12 * width * T
-
-
-def compute_dtype(precision: str) -> torch.dtype:
-    """The dtype matmuls run in under a Lightning precision setting ("32-true", "bf16-mixed", ...)."""
-    dtypes = {"bf16": torch.bfloat16, "16": torch.float16, "64": torch.float64}
-    return next((dtype for start, dtype in dtypes.items() if str(precision).startswith(start)), torch.float32)
-
-
-def peak_flops(device: torch.device, precision: str, configured: float | None = None) -> tuple[float | None, str]:
-    """(peak FLOP/s of one device, where the number comes from); (None, why) when it is unknown."""
-    if configured is not None:
-        return float(configured), "configured"
-    if device.type == "cpu":
-        return None, "no stable peak on a CPU: set callbacks.throughput.peak_flops=<FLOP/s> to show MFU"
-    from lightning.fabric.utilities.throughput import get_available_flops
-
-    flops = get_available_flops(device, compute_dtype(precision))
-    if flops is None:
-        return None, f"unknown for this {device.type} device: set callbacks.throughput.peak_flops"
-    return float(flops), "datasheet"
-
-
-class Throughput(TokensPerSecond):
-    """TokensPerSecond, plus `train/flops_per_sec` (per device) and `train/mfu` (a fraction of the
-    device's peak). `peak_flops` (FLOP/s of one device) overrides Lightning's table, and is what a CPU
-    needs for MFU, never shown above 100 %. Not Lightning's ThroughputMonitor: it syncs a GPU at every
-    step, logs beside the progress bar, and knows no peak for a CPU."""
-
-    def __init__(self, peak_flops: float | None = None) -> None:
-        if peak_flops is not None:
-            finite("peak_flops", peak_flops, 0.0, "a positive FLOP/s figure, or null", strict=True)
-        super().__init__()
-        self.configured = peak_flops
-        self.peak: float | None = None
-        self.per_token = 0  # training FLOPs per token of this model, counted once at train start
-
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.per_token = training_flops_per_token(pl_module.model, pl_module.model.context_window)
         self.peak, source = peak_flops(trainer.strategy.root_device, trainer.precision, self.configured)
@@ -174,7 +164,7 @@ class Throughput(TokensPerSecond):
             log.info(f"MFU peak per device: {shown}")
 
     def report(self, trainer: L.Trainer, pl_module: L.LightningModule, tokens_per_second: float) -> None:
-        super().report(trainer, pl_module, tokens_per_second)
+        pl_module.log("train/tokens_per_sec", tokens_per_second, prog_bar=True)
         achieved = tokens_per_second / trainer.world_size * self.per_token
         pl_module.log("train/flops_per_sec", achieved)
         if self.peak is not None and achieved > self.peak:

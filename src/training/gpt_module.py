@@ -29,11 +29,8 @@ log = logging.getLogger(__name__)
 
 def log_at_step(trainer: L.Trainer, metrics: dict[str, float]) -> None:
     """Write metrics to the loggers at the number of optimizer steps taken, as the printed lines say.
-
-    Lightning itself writes the training metrics of step k at k - 1 (checked against Lightning
-    2.6.6; tests/run/test_faults.py reads the train/loss steps back), so validation at step 250 and
-    the media beside it are written here, at 250, through the loggers' public log_metrics.
-    """
+    Lightning writes the training metrics of step k at k - 1 (Lightning 2.6.6; tests/run/test_faults.py
+    reads the steps back), so a validation at step 250 is written here, at 250."""
     if trainer.is_global_zero:
         for logger in trainer.loggers:
             logger.log_metrics(metrics, step=trainer.global_step)
