@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
 from src.data.tokenizer import CharTokenizer
 from src.model import build_model, model_config, parameters_of
@@ -156,15 +155,6 @@ def load_zipped(path: Path) -> Any:
         ) from None
 
 
-def load_weights(module: nn.Module, state_dict: dict[str, Any], path: str | Path) -> None:
-    try:
-        module.load_state_dict(state_dict)
-    except (KeyError, RuntimeError) as err:
-        raise CheckpointError(
-            f"{path} has weights that do not fit its own model config ({type(err).__name__})"
-        ) from None
-
-
 @dataclass
 class Trained:
     """A trained model as a checkpoint stores it: the network, its tokenizer, its hyperparameters (the
@@ -207,9 +197,12 @@ def load_trained(path: str | Path) -> Trained:
     hparams = checkpoint["hyper_parameters"]
     tokenizer = CharTokenizer.from_dict(hparams["tokenizer"])
     model = build_model(hparams["model"], tokenizer.vocab_size)
-    prefix = "model."
-    weights = {k[len(prefix) :]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}
-    load_weights(model, weights, path)
+    weights = {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items() if k.startswith("model.")}
+    try:
+        model.load_state_dict(weights)
+    except (KeyError, RuntimeError) as err:
+        fix = f"{path} has weights that do not fit its own model config ({type(err).__name__})"
+        raise CheckpointError(fix) from None
     best = checkpoint.get("best_val_loss")
     best = float(best) if isinstance(best, (int, float)) else None
     return Trained(model.eval(), tokenizer, hparams, checkpoint.get("global_step", 0), best)

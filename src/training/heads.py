@@ -168,7 +168,7 @@ class TrackHeads(L.Callback):
                 logger.layout.update(LAYOUT)  # written with the loss chart at the first validation
         model = pl_module.model
         self.probe = repeated_probe(pl_module.tokenizer.vocab_size, model.context_window, self.probe_batch, self.seed)
-        splits = getattr(trainer.datamodule, "splits", None) if trainer.datamodule is not None else None
+        splits = getattr(trainer.datamodule, "splits", None)
         if splits and "val" in splits:
             T = model.context_window
             windows = min(self.text_windows, len(splits["val"]) // T)
