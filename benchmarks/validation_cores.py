@@ -1,6 +1,6 @@
 """`python -m benchmarks.train_speed --only validation`: the exact validation pass, in one forward
 pass per batch on torch's intra-op threads, against one part of each batch per core
-(src/training/scoring.py), in alternating rounds.
+(src/training/gpt_module.py), in alternating rounds.
 
 The model is `experiment=nanogpt_cpu`'s baby GPT (untrained weights: the time does not depend on
 them), the split all 111,539 characters of Tiny Shakespeare's val split, each pass Lightning's
@@ -19,22 +19,22 @@ import torch
 
 from benchmarks.recipe import data_and_model
 from src.data.datamodule import TextDataModule
-from src.training import scoring
+from src.training import gpt_module
 from src.training.gpt_module import GPTModule
 
 VARIANTS = ("one forward pass per batch", "one part per core")
 
 
 def _validate_seconds(trainer: L.Trainer, lit: GPTModule, data: TextDataModule, split: bool) -> tuple[float, float]:
-    part_tokens = scoring.MIN_PART_TOKENS
+    part_tokens = gpt_module.MIN_PART_TOKENS
     if not split:
-        scoring.MIN_PART_TOKENS = 2**62  # no batch is long enough to split: one pass, as before
+        gpt_module.MIN_PART_TOKENS = 2**62  # no batch is long enough to split: one pass, as before
     try:
         start = time.perf_counter()
         trainer.validate(lit, datamodule=data, verbose=False)
         return time.perf_counter() - start, trainer.callback_metrics["val/loss"].item()
     finally:
-        scoring.MIN_PART_TOKENS = part_tokens
+        gpt_module.MIN_PART_TOKENS = part_tokens
 
 
 def run(args: Any) -> dict[str, Any]:

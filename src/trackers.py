@@ -1,15 +1,9 @@
-"""The trackers beside TensorBoard, a wing, each chosen by one override (docs/export.md, "Loggers").
+"""The trackers beside TensorBoard, a wing, each chosen by one override (docs/export.md, "Loggers"):
+logger=csv, mlflow, wandb (offline, `.[trackers]`), or many (all at once; `~logger.wandb` leaves one out).
 
-    logger=csv      <run dir>/csv/metrics.csv, hparams.yaml, samples/*.txt, maps/*.png (nothing to install)
-    logger=mlflow   an MLflow store in <run dir>/mlflow (a sweep: <sweep dir>/mlflow), SQLite + artifacts, no server
-    logger=wandb    a Weights & Biases run in <run dir>/wandb, offline (never a network call): `.[trackers]`
-    logger=many     TensorBoard, CSV, MLflow and W&B at once; `~logger.wandb` leaves one out
-
-Every logger here takes the metrics under TensorBoard's names (loss/train, loss/val, ...), the
-run's hyperparameters with the keys it varies (log_session), the text samples (log_text_sample)
-and the attention images (log_picture); src/training/tensorboard.py's TensorBoard does the same.
-Like it, each takes only the keys of its signature, so the pre-check refuses a misspelt
-`logger.<key>`, and none writes anything before the run starts.
+Each takes what src/training/tensorboard.py's TensorBoard takes: the metrics under its names, the run's
+hyperparameters with the keys it varies (log_session), text samples and pictures. Each takes only the keys
+of its signature, so the pre-check refuses a misspelt `logger.<key>`, and none writes before the run starts.
 """
 
 from __future__ import annotations
@@ -50,7 +44,15 @@ def step_name(step: int) -> str:
     return f"step_{step:06d}"
 
 
-class CSV(CSVLogger):
+class Renamed(Logger):
+    """A logger that takes the metrics under TensorBoard's names."""
+
+    @rank_zero_only
+    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        super().log_metrics(renamed(metrics), step)
+
+
+class CSV(Renamed, CSVLogger):
     """metrics.csv (a row per logged step), hparams.yaml, and the samples and maps as files beside them."""
 
     def __init__(
@@ -62,10 +64,6 @@ class CSV(CSVLogger):
         flush_logs_every_n_steps: int = 100,
     ) -> None:
         super().__init__(save_dir, name, version, prefix, flush_logs_every_n_steps)
-
-    @rank_zero_only
-    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
-        super().log_metrics(renamed(metrics), step)
 
     @rank_zero_only
     def log_session(self, params: Mapping[str, Any], varied: Iterable[str] = (), trial: str = "") -> None:
@@ -97,7 +95,7 @@ def sweep_dir() -> Path | None:
     return Path(HydraConfig.get().sweep.dir)
 
 
-class MLflow(MLFlowLogger):
+class MLflow(Renamed, MLFlowLogger):
     """An MLflow run in a SQLite store under the run directory, or under the sweep directory for a
     sweep's jobs, so that one store holds the whole sweep: `mlflow ui --backend-store-uri
     sqlite:///<run or sweep dir>/mlflow/mlflow.db` shows it, MlflowClient(tracking_uri=...) reads it."""
@@ -132,10 +130,6 @@ class MLflow(MLFlowLogger):
             return super().experiment
 
     @rank_zero_only
-    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
-        super().log_metrics(renamed(metrics), step)
-
-    @rank_zero_only
     def log_session(self, params: Mapping[str, Any], varied: Iterable[str] = (), trial: str = "") -> None:
         flat = session_params(params, varied, trial)
         self.log_hyperparams({k: v for k, v in flat.items() if k not in ("varied", "trial")})
@@ -151,7 +145,7 @@ class MLflow(MLFlowLogger):
         self.experiment.log_image(self.run_id, image, key=tag.replace("/", "."), step=step)
 
 
-class WandB(WandbLogger):
+class WandB(Renamed, WandbLogger):
     """A Weights & Biases run kept offline in <run dir>/wandb: `wandb sync <run dir>/wandb/offline-run-*`
     uploads it later, from a machine with an account, if you want it on the web at all."""
 
@@ -177,10 +171,6 @@ class WandB(WandbLogger):
             prefix=prefix,
             settings={"mode": "offline", "silent": True, "x_disable_stats": True},
         )
-
-    @rank_zero_only
-    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
-        super().log_metrics(renamed(metrics), step)
 
     @rank_zero_only
     def log_session(self, params: Mapping[str, Any], varied: Iterable[str] = (), trial: str = "") -> None:

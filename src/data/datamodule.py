@@ -35,16 +35,11 @@ def require_two_characters(vocab: list[str], path: Path) -> None:
 
 
 class TextDataModule(L.LightningDataModule):
-    """Encodes the text once into a memory-mapped token cache and splits it contiguously: train | val | test.
+    """The text, encoded once into a memory-mapped token cache, split contiguously: train | val | test.
 
-    The first run over a text encodes it (src/data/token_cache.py); every later run, sweep job,
-    evaluation and DDP rank maps the cache and starts at once. The splits are views of the
-    mapped file, so memory does not grow with the corpus. Training batches are random windows
-    (RandomWindowBatches) or, with sampling="epoch", every window once per epoch in a shuffled
-    order (EpochWindowBatches). Validation and test cover the first `val_tokens` characters of
-    their split (all of it if null) with non-overlapping windows: an exact loss over a fixed span,
-    comparable across runs. Any UTF-8 text works through `path`; the checksum applies only to
-    the default corpus.
+    Training batches are random windows, or (sampling="epoch") every window once per epoch, shuffled.
+    Validation and test score the first `val_tokens` characters of their split (all if null) with
+    non-overlapping windows: an exact loss over a fixed span, comparable across runs.
     """
 
     # Each argument's one line in `python -m src.train --help` (data.<key>; src/run/config.py reads it).
@@ -81,9 +76,7 @@ class TextDataModule(L.LightningDataModule):
         tokenizer: CharTokenizer | None = None,
         corpus: EncodedCorpus | None = None,
     ):
-        """tokenizer, corpus: what the run's plan already read (preflight.plan), so not read again.
-
-        Checks its settings and reads nothing: the plan constructs it before it opens the text."""
+        """tokenizer, corpus: what the run's plan already read. Checks its settings and reads nothing."""
         super().__init__()
         rules.positive_int("model.context_window", context_window)
         rules.positive_int("data.batch_size", batch_size)
@@ -104,7 +97,6 @@ class TextDataModule(L.LightningDataModule):
         self.splits: dict[str, np.ndarray] = {}
 
     def encoded(self) -> EncodedCorpus:
-        """The text, encoded and mapped: resolved, and encoded if it has no token cache yet, once."""
         if self.corpus is None:
             path = resolve_corpus(self.path, self.cache_dir, self.url, self.sha256)
             vocab = self.tokenizer.vocab if self.tokenizer is not None else None
@@ -112,7 +104,7 @@ class TextDataModule(L.LightningDataModule):
         return self.corpus
 
     def prepare_data(self) -> None:
-        self.encoded()  # downloads Tiny Shakespeare once, encodes a text once; later runs read the cache
+        self.encoded()
 
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
@@ -148,26 +140,18 @@ class TextDataModule(L.LightningDataModule):
         trainer = self.trainer
         return (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
 
-    def batches_already_trained(self) -> int:
-        """How many training batches a resumed run has consumed; 0 for a fresh run.
-
-        Lightning restores global_step from the checkpoint before it asks for the train loader.
-        """
-        if self.trainer is None:
-            return 0
-        return self.trainer.global_step * self.trainer.accumulate_grad_batches
-
-    def train_dataloader(self) -> RandomWindowBatches | EpochWindowBatches:
+    def train_dataloader(self) -> RandomWindowBatches:
         rank, world = self._rank_and_world()
-        data, T, B, done = self.splits["train"], self.context_window, self.batch_size, self.batches_already_trained()
+        # The batches a resumed run has trained on: Lightning restores global_step before it asks for this.
+        done = self.trainer.global_step * self.trainer.accumulate_grad_batches if self.trainer is not None else 0
+        data, T, B = self.splits["train"], self.context_window, self.batch_size
         if self.sampling == "epoch":
             return EpochWindowBatches(data, T, B, self.seed, rank, world, done)
         return RandomWindowBatches(data, T, B, self.seed, rank, done)
 
     def eval_batch_size(self) -> int:
-        """data.val_batch_size, or (null) as many windows as make ~EVAL_TOKENS_CPU tokens on a CPU,
-        EVAL_TOKENS_ACCELERATOR on a GPU: a CPU scores fastest while a batch's activations stay in
-        its caches (BENCHMARKS.md, "Validation"); a GPU wants large batches."""
+        """data.val_batch_size, or (null) windows of ~EVAL_TOKENS_CPU tokens on a CPU, whose activations stay
+        in its caches (BENCHMARKS.md, "Validation"), EVAL_TOKENS_ACCELERATOR on a GPU."""
         if self.val_batch_size is not None:
             return self.val_batch_size
         on_cpu = self.trainer is None or self.trainer.strategy.root_device.type == "cpu"

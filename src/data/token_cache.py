@@ -1,15 +1,5 @@
-"""Memory-map a text's token cache on every run; encode it (token_encode.py) only when there is none.
-
-The cache's layout is token_format.py's. The train/val/test split is a view of tokens.bin (see
-TextDataModule), so one cache serves every data.val_fraction.
-
-Each run verifies what costs less than an encode (see `damage`): the vocabulary, the token width,
-the source recorded, every id inside the vocabulary, and the content of both tokens.bin and the
-text against the CRC-32s recorded when it was encoded (one pass over each file's bytes):
-a zero-filled tokens.bin (what a crash can leave of an unsynced write) or a text edited in place
-with its size and modification time kept is found. A damaged cache is reported on stderr and
-encoded again.
-"""
+"""Memory-map a text's token cache on every run; encode it (token_encode.py) only when there is none or it
+is damaged. The splits are views of tokens.bin, so one cache serves every data.val_fraction."""
 
 from __future__ import annotations
 
@@ -25,8 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from src.data.corpus import DataError
-from src.data.token_format import FORMAT, crc32_of, token_dtype
+from src.data.corpus import FORMAT, DataError, crc32_of, token_dtype
 
 
 @dataclass
@@ -53,14 +42,9 @@ def cache_key(source: Path, vocab: str | None = None) -> str:
 
 
 def damage(meta: dict[str, Any], tokens: np.ndarray, source: Path | None, vocab: list[str] | None) -> str | None:
-    """What is wrong with a complete cache, or None: the checks that cost less than one encode.
-
-    The vocabulary must be the one asked for (a checkpoint's) or, for a text's own cache, sorted
-    and without repeats, as the encoder builds it; the token width must be the one it picks; the
-    source recorded must be the file it is keyed by; and every id must index the vocabulary
-    (one pass over the map); then the CRC-32s of tokens.bin and of the text must be
-    those recorded when it was encoded (one read of each).
-    """
+    """What is wrong with a complete cache, or None, checked on every run at less than one encode's cost:
+    the vocabulary, the token width, the source, every id inside the vocabulary, and the CRC-32s of
+    tokens.bin and of the text (a zero-filled tokens.bin after a crash, a text edited in place)."""
     cached = list(meta["vocab"])
     if vocab is not None and cached != list(vocab):
         return "its vocabulary is not the checkpoint's"
@@ -82,8 +66,7 @@ def damage(meta: dict[str, Any], tokens: np.ndarray, source: Path | None, vocab:
 
 
 def load(directory: Path, source: Path | None = None, vocab: list[str] | None = None) -> EncodedCorpus | None:
-    """The cache in `directory` memory-mapped, or None if there is none, it is incomplete, or it is
-    damaged (said on stderr: the caller encodes it again)."""
+    """The cache in `directory` memory-mapped, or None if it is missing, incomplete or damaged (said on stderr)."""
     try:
         meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
         dtype = np.dtype(meta["dtype"])
@@ -101,11 +84,8 @@ def load(directory: Path, source: Path | None = None, vocab: list[str] | None = 
 
 
 def open_corpus(source: Path, cache_dir: str | Path, vocab: list[str] | None = None) -> EncodedCorpus:
-    """The encoded, memory-mapped `source`: from its cache, or encoded now (once) into it.
-
-    vocab: a checkpoint's vocabulary to encode with (resume, evaluate). If the text's own cache
-    has exactly that vocabulary it is used; otherwise a cache keyed also by the vocabulary.
-    """
+    """The encoded, memory-mapped `source`: from its cache, or encoded now (once) into it. vocab: a
+    checkpoint's (resume, evaluate): the text's own cache if it has that vocabulary, else one keyed by it."""
     root = Path(cache_dir).expanduser() / "tokens"
     directory = root / cache_key(source)
     corpus = load(directory, source)

@@ -1,14 +1,9 @@
-"""Encode a text file into its token cache: on a cache miss only (a text's first run, or a changed text).
+"""Encode a text file into its token cache, on a cache miss only (a text's first run, or a changed text).
 
-The text is streamed in chunks through an incremental UTF-8 decoder (a character split across two
-chunks is decoded whole); nothing of the size of the corpus is ever held as a Python string or
-list. Two passes: the first collects the set of characters (the vocabulary is its sorted list, as
-CharTokenizer.from_text builds it), the second maps each character to its index with a lookup
-table, vectorised in numpy.
-
-Writes are atomic: everything goes into a temporary directory that is renamed into place only
-when complete. An interrupted encode leaves at most a temporary directory, which no run reads
-and the next encode deletes.
+The text streams in chunks through an incremental UTF-8 decoder: nothing of the corpus' size is held as a
+Python string. Pass 1 collects the characters (the vocabulary is their sorted list, as
+CharTokenizer.from_text builds it); pass 2 maps them to ids with a numpy lookup table. Everything goes
+into a temporary directory renamed into place when complete: an interrupted encode leaves nothing a run reads.
 """
 
 from __future__ import annotations
@@ -23,29 +18,23 @@ import sys
 import uuid
 import zlib
 from collections.abc import Iterator
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
-from src.data.corpus import DataError
-from src.data.token_format import FORMAT, crc32_of, token_dtype
+from src.data.corpus import FORMAT, DataError, crc32_of, token_dtype
 from src.data.tokenizer import show_characters
 
 CHUNK_BYTES = 16 * 2**20  # 16 MiB of text at a time: ~200 MB of working memory at most
-PROGRESS_BYTES = 64 * 2**20  # texts at least this big show a progress bar while they encode
+PROGRESS_BYTES = 32 * 2**20  # texts at least this big show a progress bar while they encode
 UNICODE_SIZE = 0x110000  # number of code points
 
 
 def _chunks(source: Path, chunk_bytes: int, progress: Any) -> Iterator[tuple[bytes, bytes | np.ndarray]]:
-    """(raw bytes, characters) for each chunk; non-UTF-8 bytes raise DataError.
-
-    The characters are the chunk's bytes if it is all ASCII (the common case: no decoding, and
-    the fast bytes methods apply), else its code points as a uint32 array. The incremental
-    decoder keeps the bytes of a character cut by the chunk boundary and finishes it with the
-    next chunk. A leading byte-order mark is not text and is skipped.
-    """
+    """(raw bytes, characters) for each chunk: the bytes themselves if all ASCII (no decoding), else the
+    code points as uint32. A leading byte-order mark is skipped; non-UTF-8 bytes raise DataError."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="strict")
     try:
         with open(source, "rb") as f:
@@ -77,35 +66,13 @@ def _chunks(source: Path, chunk_bytes: int, progress: Any) -> Iterator[tuple[byt
 
 
 def _distinct_bytes(data: bytes) -> bytes:
-    """The set of byte values in `data`, found with a few C-speed passes instead of one per byte.
-
-    Each pass deletes the values found so far; a text has few distinct characters, so after
-    the values of its first 64 KiB little or nothing is left.
-    """
+    """The set of byte values in `data`, in a few C-speed passes: each deletes the values found so far."""
     found = b""
     rest = data
     while rest:
         found += bytes(set(rest[:65_536]))
         rest = rest.translate(None, found)
     return found
-
-
-def _progress(total: int, desc: str) -> Any:
-    if total < PROGRESS_BYTES:
-        return _NoProgress()
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="B", unit_scale=True, mininterval=1.0, file=sys.stderr)
-
-
-class _NoProgress(nullcontext):
-    """Short encodes print nothing."""
-
-    def __enter__(self) -> _NoProgress:
-        return self
-
-    def update(self, n: int) -> None:
-        pass
 
 
 def _fsync(path: Path) -> None:
@@ -137,11 +104,8 @@ def encode(
     vocab: list[str] | None = None,
     chunk_bytes: int = CHUNK_BYTES,
 ) -> None:
-    """Encode `source` into `directory` (which must not exist yet), atomically.
-
-    vocab: None builds the vocabulary from the text; a given vocabulary (a checkpoint's) is used
-    as is, and characters outside it are refused.
-    """
+    """Encode `source` into `directory` (which must not exist yet), atomically. vocab: None builds it from
+    the text; a checkpoint's is used as is, refusing characters outside it."""
     root = directory.parent
     root.mkdir(parents=True, exist_ok=True)
     _remove_stale_temporaries(root)
@@ -149,7 +113,16 @@ def encode(
     tmp = root / f".tmp-{directory.name}~{socket.gethostname()}~{os.getpid()}~{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
-        with _progress(2 * before.st_size, f"encoding {source.name}") as progress:
+        progress = tqdm(
+            total=2 * before.st_size,
+            desc=f"encoding {source.name}",
+            unit="B",
+            unit_scale=True,
+            mininterval=1.0,
+            file=sys.stderr,
+            disable=before.st_size < PROGRESS_BYTES,
+        )
+        with progress:
             seen = np.zeros(UNICODE_SIZE, dtype=bool)  # pass 1: which characters occur
             digest = hashlib.sha256()
             tokens_crc = n_tokens = 0

@@ -48,11 +48,8 @@ class PrintableStream:
 
 
 class CharTokenizer:
-    """Maps each character to its index in the sorted vocabulary, and back.
-
-    It is plain data (`to_dict` / `from_dict`), so it travels inside every checkpoint and
-    sampling never needs the dataset.
-    """
+    """Maps each character to its index in the sorted vocabulary, and back. Plain data (`to_dict`), so it
+    travels inside every checkpoint and sampling never needs the dataset."""
 
     def __init__(self, vocab: Iterable[str]):
         self.vocab: list[str] = list(vocab)

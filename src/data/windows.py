@@ -8,6 +8,7 @@ reads only the B * (T + 1) ids it needs, so memory does not grow with the corpus
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 import numpy as np
@@ -44,16 +45,15 @@ class RandomWindowBatches:
         self.data, self.T, self.batch_size = data, T, batch_size
         self.seed, self.rank, self.start_batch = seed, rank, start_batch
 
-    def batch(self, k: int) -> tuple[Tensor, Tensor]:
+    def starts(self, k: int) -> Tensor:
         generator = torch.Generator().manual_seed(stream_seed(self.seed, self.rank, k))
-        starts = torch.randint(0, len(self.data) - self.T, (self.batch_size,), generator=generator)
-        return windows_at(self.data, starts, self.T)
+        return torch.randint(0, len(self.data) - self.T, (self.batch_size,), generator=generator)
+
+    def batch(self, k: int) -> tuple[Tensor, Tensor]:
+        return windows_at(self.data, self.starts(k), self.T)
 
     def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
-        k = self.start_batch
-        while True:
-            yield self.batch(k)
-            k += 1
+        return map(self.batch, itertools.count(self.start_batch))
 
 
 def _mix(x: np.ndarray, key: int) -> np.ndarray:
@@ -86,14 +86,12 @@ def shuffled(i: np.ndarray, n: int, key: int, rounds: int = 4) -> np.ndarray:
     return out.astype(np.int64)
 
 
-class EpochWindowBatches:
+class EpochWindowBatches(RandomWindowBatches):
     """Every window start exactly once per epoch, in a seeded shuffled order that changes each epoch.
 
-    The n = len(data) - T window starts of an epoch are put in the order shuffled(0..n-1); rank r
-    of W takes the positions r, r + W, r + 2W, ... of that order (disjoint shards), B at a time.
-    The last batch of an epoch holds what is left. Batch k depends only on (seed, rank, k), so a
-    resumed run continues mid-epoch exactly where it stopped; after the last batch of an epoch
-    the next epoch starts in a new order.
+    The n = len(data) - T starts of an epoch are in the order shuffled(0..n-1); rank r of W takes its
+    positions r, r + W, r + 2W, ..., B at a time (the epoch's last batch: what is left). Batch k depends
+    only on (seed, rank, k), so a resumed run continues mid-epoch exactly where it stopped.
     """
 
     def __init__(
@@ -106,9 +104,8 @@ class EpochWindowBatches:
         world_size: int = 1,
         start_batch: int = 0,
     ):
-        window_fits("training", len(data), T)
-        self.data, self.T, self.batch_size = data, T, batch_size
-        self.seed, self.rank, self.world_size, self.start_batch = seed, rank, world_size, start_batch
+        super().__init__(data, T, batch_size, seed, rank, start_batch)
+        self.world_size = world_size
         self.num_windows = len(data) - T
         per_rank = -(-self.num_windows // world_size)
         self.batches_per_epoch = -(-per_rank // batch_size)
@@ -119,15 +116,6 @@ class EpochWindowBatches:
         positions = self.rank + self.world_size * (i * self.batch_size + np.arange(self.batch_size))
         positions = positions[positions < self.num_windows]
         return torch.from_numpy(shuffled(positions, self.num_windows, stream_seed(self.seed, 0, epoch)))
-
-    def batch(self, k: int) -> tuple[Tensor, Tensor]:
-        return windows_at(self.data, self.starts(k), self.T)
-
-    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
-        k = self.start_batch
-        while True:
-            yield self.batch(k)
-            k += 1
 
 
 class ValidationWindows(Dataset):
@@ -152,13 +140,11 @@ class ValidationWindows(Dataset):
         return len(self.shard)
 
     def __getitem__(self, i: int) -> tuple[Tensor, Tensor]:
-        """Window i: x, y (T,)."""
         x, y = self.__getitems__([i])
         return x[0], y[0]
 
     def __getitems__(self, indices: list[int]) -> tuple[Tensor, Tensor]:
-        """Windows `indices` as one batch x, y (B, T), gathered in one operation; the DataLoader
-        calls this with a whole batch's indices instead of fetching window by window."""
+        """Windows `indices` as one batch x, y (B, T), gathered in one operation (the DataLoader calls it)."""
         windows = self.shard[indices]
         starts = np.where(windows < self.whole, windows * self.T, self.last_start)
         x, y = windows_at(self.data, torch.from_numpy(starts), self.T)

@@ -1,5 +1,5 @@
 """format=safetensors: the weights as `model.safetensors` beside a `config.json` that says what they are;
-src/training/exported.py reads such a folder back wherever a checkpoint is read."""
+src/training/checkpoint.py reads such a folder back wherever a checkpoint is read."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from src.training.checkpoint import Trained
-from src.training.exported import CONFIG, FORMAT, WEIGHTS
+from src.training.checkpoint import CONFIG, FORMAT, WEIGHTS, Trained
 
 
 def export_config(trained: Trained) -> dict[str, Any]:

@@ -163,7 +163,7 @@ def pinned_run_dir(argv: list[str], run_dir: str) -> list[str]:
 
 # hydra.help.template (conf/hydra/default.yaml and each command's YAML): Hydra's --help prints this text.
 OmegaConf.register_new_resolver("command_help", command_help, replace=True)
-import src.data.generated  # noqa: E402, F401  (registers ${generated_text:NAME}, a text made with a fixed seed)
+import src.data.corpus  # noqa: E402, F401  (registers ${generated_text:NAME}, a text made with a fixed seed)
 
 
 def check_choices(overrides: list[str]) -> None:

@@ -17,8 +17,7 @@ from src.data.tokenizer import printable
 from src.model.language_model import count_parameters
 from src.run import preflight, record
 from src.run.cli import fail
-from src.training.callbacks import GracefulInterrupt, TokensPerSecond, TrainingInterrupted
-from src.training.checkpoint_io import CheckpointWriteError
+from src.training.callbacks import CheckpointWriteError, GracefulInterrupt, Throughput, TrainingInterrupted
 from src.training.heads import TrackHeads
 from src.training.signals import exit_status
 from src.training.tensorboard import TensorBoard, watch_command
@@ -53,7 +52,7 @@ def write_result(cfg: DictConfig, trainer: Any, lit: Any, started: float) -> Non
     if not trainer.is_global_zero:
         return
     best = validated_loss(lit)
-    speed = next((c.overall for c in trainer.callbacks if isinstance(c, TokensPerSecond)), None)
+    speed = next((c.overall for c in trainer.callbacks if isinstance(c, Throughput)), None)
     heads = next((c.summary() for c in trainer.callbacks if isinstance(c, TrackHeads)), None)
     record.write_result(
         cfg.paths.output_dir,

@@ -41,7 +41,7 @@ from src.model import parameters_of
 from src.model.checks import InvalidModelConfig
 from src.rules import of_type, one_line, physical_memory, unknown_key, window_fits
 from src.run.config import PRIMITIVES, ConfigError, check_values
-from src.training.checkpoint_io import AtomicCheckpointIO, what_is_kept
+from src.training.callbacks import AtomicCheckpointIO, what_is_kept
 
 PROMPTED_CALLBACKS = ("sample_text", "attention_maps", "head_scores")
 

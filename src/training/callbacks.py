@@ -1,7 +1,9 @@
-"""Callbacks of a training run: throughput, the progress bar, a line per validation, last.ckpt, signals."""
+"""Callbacks of a training run: throughput and MFU, the progress bar, a line per validation, last.ckpt and
+its atomic writes, signals."""
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import signal
@@ -12,33 +14,31 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
 from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.pytorch.callbacks import Checkpoint, TQDMProgressBar
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+from torch import nn
 
+from src.model.attention import MultiHeadAttention, SingleHeadSelfAttention
+from src.model.layers import TokenAndPositionEmbedding
 from src.rules import finite, positive_int
 from src.training.signals import STOP_SIGNALS
 
 log = logging.getLogger(__name__)
 
 
-def is_logging_step(trainer: L.Trainer) -> bool:
-    """Whether the optimizer step in progress is one whose metrics Lightning writes to the logger.
-
-    Lightning writes every `log_every_n_steps`-th step; inside the step (training_step, gradient
-    clipping) `global_step` still counts the steps before it. Logging on other steps would cost
-    time and never be written.
-    """
-    return (trainer.global_step + 1) % trainer.log_every_n_steps == 0
+def is_logging_step(trainer: L.Trainer, taken: bool = False) -> bool:
+    """Whether Lightning writes this optimizer step's metrics (every `log_every_n_steps`-th): the step in
+    progress, whose global_step still counts the steps before it, or (taken) the step just taken, in
+    on_train_batch_end. Logging on other steps would cost time and never be written."""
+    return (trainer.global_step + (0 if taken else 1)) % trainer.log_every_n_steps == 0
 
 
 def validates_step_zero(trainer: L.Trainer) -> bool:
-    """Whether this is the run's validation at step 0: Lightning's sanity check over every val batch.
-
-    `trainer.num_sanity_val_steps=-1` (the default here) makes the sanity check, which runs
-    before the first step of a new run (not of a resumed one), a whole validation, so the loss
-    curves start at the untrained model's loss, as nanoGPT's do. A shorter sanity check is not
-    a validation and is not reported.
-    """
+    """Whether this is the run's validation at step 0: with `trainer.num_sanity_val_steps=-1` (the
+    default here) Lightning's sanity check before a new run's first step is a whole validation, so the
+    curves start at the untrained model's loss, as nanoGPT's do. A shorter sanity check is not reported."""
     return (
         trainer.sanity_checking
         and trainer.global_step == 0
@@ -47,23 +47,70 @@ def validates_step_zero(trainer: L.Trainer) -> bool:
     )
 
 
-def was_logging_step(trainer: L.Trainer) -> bool:
-    """is_logging_step for the step just taken, in on_train_batch_end (global_step has counted it)."""
-    return trainer.global_step % trainer.log_every_n_steps == 0
+def reported_validation(trainer: L.Trainer) -> bool:
+    """Whether this validation is one of the run's: in fit, and not a sanity check but step 0's."""
+    return trainer.state.fn == "fit" and (not trainer.sanity_checking or validates_step_zero(trainer))
 
 
-class TokensPerSecond(L.Callback):
-    """Logs `train/tokens_per_sec`: training tokens (all ranks) per second of training time.
+# FLOPs per token of a training step (forward + backward), as nanoGPT's estimate_mfu (after the PaLM
+# paper, appendix B): 6 N for the N weights that multiply activations (2 forward, 4 backward), plus
+# 12 d T per attention layer of width d over T keys (Q K^T and the weighted V). A CPU has no stable peak
+# FLOP/s (a probe at start-up read impossible values on a shared machine: BENCHMARKS.md, "Sampling and
+# MFU"), so on a CPU MFU is shown only with peak_flops set.
 
-    The one definition of tokens/s of a run, on the progress bar, in TensorBoard, on the
-    validation line and (over the whole run, `overall`) in result.json and a sweep's summary.md.
-    Training time runs from the start of a step to the end of the last step before a log point,
-    a validation or the end; validation and what runs after it (samples, figures, checkpoints)
-    are left out. Tokens are counted from the optimizer steps taken and the batch shape, and
-    the wall clock is read at log points only: per step the callback compares two integers.
-    """
 
-    def __init__(self) -> None:
+def matmul_weights(model: nn.Module) -> int:
+    """N: the entries of the weight matrices that multiply activations, the W_... of the notes. Not the
+    parameter count (src/model's parameters_of): embedding tables are looked up, not multiplied (the
+    token table E counts only as a tied LM head), and biases and gains are added."""
+    n = sum(p.numel() for name, p in model.named_parameters() if name.rsplit(".", 1)[-1].startswith("W_"))
+    if getattr(model.cfg, "tie_weights", False):
+        n += sum(m.E.numel() for m in model.modules() if isinstance(m, TokenAndPositionEmbedding))
+    return n
+
+
+def training_flops_per_token(model: nn.Module, T: int) -> int:
+    """Forward + backward FLOPs per token of a (B, T) training batch: 6N + 12 * L * d * T."""
+    attention = (MultiHeadAttention, SingleHeadSelfAttention)
+    width = sum(m.W_Q.shape[1] for m in model.modules() if isinstance(m, attention))  # L * d for a GPT
+    return 6 * matmul_weights(model) + 12 * width * T
+
+
+def compute_dtype(precision: str) -> torch.dtype:
+    """The dtype matmuls run in under a Lightning precision setting ("32-true", "bf16-mixed", ...)."""
+    dtypes = {"bf16": torch.bfloat16, "16": torch.float16, "64": torch.float64}
+    return next((dtype for start, dtype in dtypes.items() if str(precision).startswith(start)), torch.float32)
+
+
+def peak_flops(device: torch.device, precision: str, configured: float | None = None) -> tuple[float | None, str]:
+    """(peak FLOP/s of one device, where the number comes from); (None, why) when it is unknown."""
+    if configured is not None:
+        return float(configured), "configured"
+    if device.type == "cpu":
+        return None, "no stable peak on a CPU: set callbacks.throughput.peak_flops=<FLOP/s> to show MFU"
+    from lightning.fabric.utilities.throughput import get_available_flops
+
+    flops = get_available_flops(device, compute_dtype(precision))
+    if flops is None:
+        return None, f"unknown for this {device.type} device: set callbacks.throughput.peak_flops"
+    return float(flops), "datasheet"
+
+
+class Throughput(L.Callback):
+    """Logs `train/tokens_per_sec`: training tokens (all ranks) per second of training time, the one
+    definition of a run's tokens/s (the progress bar, TensorBoard, the validation line, and `overall` in
+    result.json), and `train/flops_per_sec` (per device) and `train/mfu` (a fraction of the device's
+    peak, never shown above 100 %). Validation and what runs after it are not training time. The clock is
+    read at log points only: per step the callback compares two integers. `peak_flops` (FLOP/s of one
+    device) overrides Lightning's table, and is what a CPU needs for MFU. Not Lightning's
+    ThroughputMonitor: it syncs a GPU at every step, logs beside the progress bar, and knows no CPU peak."""
+
+    def __init__(self, peak_flops: float | None = None) -> None:
+        if peak_flops is not None:
+            finite("peak_flops", peak_flops, 0.0, "a positive FLOP/s figure, or null", strict=True)
+        self.configured = peak_flops
+        self.peak: float | None = None
+        self.per_token = 0  # training FLOPs per token of this model, counted once at train start
         self.window_start: float | None = None  # None while training is paused (before a step, after a validation)
         self.window_step = 0  # global_step when the window started
         self.tokens_per_step = 0  # tokens of one optimizer step over all ranks
@@ -95,7 +142,7 @@ class TokensPerSecond(L.Callback):
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        if was_logging_step(trainer) and trainer.global_step != self.window_step:
+        if is_logging_step(trainer, taken=True) and trainer.global_step != self.window_step:
             tokens_per_second = self.close_window(trainer)
             if tokens_per_second is not None:
                 self.report(trainer, pl_module, tokens_per_second)
@@ -109,8 +156,26 @@ class TokensPerSecond(L.Callback):
         self.close_window(trainer)
         self.window_start = None
 
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.per_token = training_flops_per_token(pl_module.model, pl_module.model.context_window)
+        self.peak, source = peak_flops(trainer.strategy.root_device, trainer.precision, self.configured)
+        if trainer.is_global_zero:
+            shown = f"{self.peak / 1e12:.3g} TFLOP/s ({source})" if self.peak is not None else source
+            log.info(f"MFU peak per device: {shown}")
+
     def report(self, trainer: L.Trainer, pl_module: L.LightningModule, tokens_per_second: float) -> None:
         pl_module.log("train/tokens_per_sec", tokens_per_second, prog_bar=True)
+        achieved = tokens_per_second / trainer.world_size * self.per_token
+        pl_module.log("train/flops_per_sec", achieved)
+        if self.peak is not None and achieved > self.peak:
+            if trainer.is_global_zero:
+                log.warning(
+                    f"this device reached {achieved:.3g} FLOP/s, above its configured peak of {self.peak:.3g}: "
+                    f"MFU is no longer shown; raise callbacks.throughput.peak_flops"
+                )
+            self.peak = None
+        if self.peak is not None:
+            pl_module.log("train/mfu", achieved / self.peak, prog_bar=True)
 
 
 def progress_bar_shown(setting: Any) -> bool:
@@ -194,14 +259,71 @@ class ValidationReport(L.Callback):
         log.info(line)  # the terminal (above the progress bar) and the run's train.log
 
 
+def remove_leftovers(directory: Path) -> None:
+    """Delete `*.partial-<pid>` files that a killed writer left behind (its process is gone)."""
+    for partial in directory.glob("*.partial-*"):
+        pid = partial.name.rsplit("-", 1)[1]
+        if pid.isdigit() and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists():
+            partial.unlink(missing_ok=True)
+
+
+def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
+    """torch.save to a temp file beside `path`, fsync, then rename over it: readers see the old checkpoint
+    or the new one, never half of either. A leftover `*.partial-<pid>` from a kill does not end in .ckpt,
+    and the next save removes it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    remove_leftovers(path.parent)
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
+    try:
+        try:
+            with open(partial, "wb") as f:
+                f.write(buffer.getbuffer())
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(partial, path)
+        except OSError as err:  # a full or read-only disk: say where, what it needs, and what is kept
+            raise CheckpointWriteError(
+                err.errno,
+                f"cannot write the checkpoint {path} ({err.strerror or err}; it needs "
+                f"{buffer.getbuffer().nbytes / 1e6:,.1f} MB free there): {what_is_kept(path.parent)} once there "
+                f"is room, or choose another hydra.run.dir",
+            ) from None
+    finally:
+        partial.unlink(missing_ok=True)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)  # make the rename itself durable
+    finally:
+        os.close(directory)
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint that could not be written, its message naming the file, its size and what is kept."""
+
+
+def what_is_kept(directory: Path) -> str:
+    """The newest checkpoint in `directory` and how to resume from it, after a failed write."""
+    kept = sorted(directory.glob("*.ckpt"), key=lambda p: p.stat().st_mtime)
+    if not kept:
+        return "no checkpoint was written before it: run again"
+    return f"the newest checkpoint, {kept[-1]}, is intact: resume with python -m src.train ckpt_path={kept[-1]}"
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's torch checkpoint IO, with atomic_torch_save for every write."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
+        atomic_torch_save(checkpoint, path)
+
+
 class LastCheckpoint(Checkpoint):
     """checkpoints/last.ckpt always holds the newest state: after every validation, every
-    `every_n_train_steps` steps if set, and when training ends, whatever the val loss did.
-
-    (Lightning's ModelCheckpoint refreshes its last.ckpt only when it also saved a top-k file, so
-    on a run whose val loss stopped improving it would stay at the best step.) A Checkpoint
-    subclass, so Lightning runs it after the best-checkpoint callback, whose state it then saves.
-    """
+    `every_n_train_steps` steps if set, and when training ends, whatever the val loss did (Lightning's
+    ModelCheckpoint refreshes its last.ckpt only when it also saves a top-k file). A Checkpoint
+    subclass, so Lightning runs it after the best-checkpoint callback, whose state it then saves."""
 
     def __init__(self, dirpath: str | Path, every_n_train_steps: int | None = None):
         if every_n_train_steps is not None:
@@ -248,27 +370,17 @@ PARENT_GONE = "the sweep's main process ended"
 
 
 def watched_parent() -> int | None:
-    """The process whose end stops this training: a parallel sweep's main process, for the workers
-    it started (a `kill -9` of the main process would leave them orphaned, training on). A worker
-    whose job starts after that end stops at its first step."""
+    """A parallel sweep's main process, whose end (even a `kill -9`) stops its workers' training."""
     value = os.environ.get(PARENT_ENV, "")
     return int(value) if value.isdigit() else None
 
 
 class GracefulInterrupt(L.Callback):
-    """Ctrl-C (SIGINT), SIGTERM, SIGHUP (a closed terminal) or SIGUSR1 (SLURM's pre-emption notice):
-    finish the step in flight (and a validation in flight), save last.ckpt, stop. In a parallel
-    sweep's worker, the end of the sweep's main process too.
-
-    The signal is acted on between two steps, where the checkpoint holds everything a resume
-    needs (weights, optimizer, schedule, step, data position, RNG), so `python -m src.train
-    ckpt_path=<run dir>` carries on as if nothing happened. A signal during or after the last
-    step is acted on by train() once fit returns. A second Ctrl-C stops at once (a person who
-    will not wait); SIGTERM, SIGHUP or SIGUSR1 sent again change nothing (programs repeat them:
-    a supervisor, a terminal closing, a scheduler), so the save between two steps still comes.
-    Under DDP the ranks agree on it at the next log step (trainer.log_every_n_steps), whichever
-    rank got it.
-    """
+    """Ctrl-C (SIGINT), SIGTERM, SIGHUP (a closed terminal), SIGUSR1 (SLURM's pre-emption notice) or a
+    parallel sweep's main process ending: finish the step in flight, save last.ckpt, stop, between two
+    steps, where the checkpoint holds everything a resume needs. A second Ctrl-C stops at once; other
+    signals sent again change nothing (programs repeat them). Under DDP the ranks agree at the next
+    log step, whichever rank got it (docs/reliability.md)."""
 
     SIGNALS = STOP_SIGNALS
 
@@ -299,14 +411,12 @@ class GracefulInterrupt(L.Callback):
         self.previous = {}
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        # The handlers from before the run, taken before Lightning installs its SIGTERM handler
-        # (after setup), and given back in teardown, which Lightning calls after restoring its own:
-        # so after fit a signal meets the command's handler again, not Lightning's, which only logs.
+        # The handlers from before the run, taken before Lightning installs its own (after setup), given
+        # back in teardown (after Lightning restores its own): after fit a signal meets the command's.
         if threading.current_thread() is threading.main_thread():
             self.previous = {s: signal.getsignal(s) for s in self.SIGNALS}
-        # Under SLURM, Lightning's own SIGUSR1 handler would write hpc_ckpt_N.ckpt from inside the
-        # signal handler (mid-step) and requeue the job, which would then restore that file past the
-        # resume checks: pre-emption is this callback's, as any stop signal (train() requeues).
+        # Under SLURM, Lightning's SIGUSR1 handler would write hpc_ckpt_N.ckpt mid-step and requeue the job,
+        # which would restore it past the resume checks: pre-emption is this callback's (train() requeues).
         environment = getattr(trainer._accelerator_connector, "cluster_environment", None)
         if isinstance(environment, SLURMEnvironment):
             environment.auto_requeue = False
@@ -332,7 +442,11 @@ class GracefulInterrupt(L.Callback):
     ) -> None:
         # Several ranks agree at log steps only (the check is an all-reduce, a host sync), where
         # every rank checks alike, so all stop at the same step; one process acts at once.
-        if self.saved_to is None and (trainer.world_size == 1 or was_logging_step(trainer)) and self.signalled(trainer):
+        if (
+            self.saved_to is None
+            and (trainer.world_size == 1 or is_logging_step(trainer, taken=True))
+            and self.signalled(trainer)
+        ):
             self.saved_to = self.last_path(trainer)
             trainer.save_checkpoint(self.saved_to, weights_only=False)  # a full, resumable state
 
@@ -350,5 +464,4 @@ class GracefulInterrupt(L.Callback):
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self.received is None:
             self._restore()
-        # else: stopping; until the process says so and ends, a signal sent again meets this handler
-        # still (a repeat changes nothing, Ctrl-C twice stops at once), not the one for outside training.
+        # else: stopping; until the process ends, a signal sent again still meets this handler.

@@ -1,10 +1,9 @@
-"""Finding and loading checkpoints, with errors that say what to do instead of a torch trace.
-
-Nothing here imports Lightning: sampling from a checkpoint needs only torch and the model.
-"""
+"""Finding and loading checkpoints, with errors that say what to do instead of a torch trace. Nothing here
+imports Lightning: sampling from a checkpoint needs only torch and the model."""
 
 from __future__ import annotations
 
+import json
 import math
 import pickle
 import zipfile
@@ -13,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
 from src.data.tokenizer import CharTokenizer
 from src.model import build_model, model_config, parameters_of
@@ -24,8 +22,12 @@ class CheckpointError(ValueError):
     """A checkpoint is missing, unreadable or does not fit; the message names the fix."""
 
 
-def _newest(paths: list[Path]) -> Path | None:
-    return max(paths, key=lambda p: p.stat().st_mtime, default=None)
+# `python -m src.export format=safetensors` (src/export/weights.py) writes a folder of the weights, our
+# parameter names in float32, beside a config.json: {"format": "scratchgpt", "model": {...}, "vocabulary":
+# "...", "step": N, "best_val_loss": x, "optimizer": {...}, "data": {...}}. Our commands read it wherever
+# they read a checkpoint (read_exported).
+WEIGHTS, CONFIG = "model.safetensors", "config.json"
+FORMAT = "scratchgpt"
 
 
 def find_checkpoint(spec: str | Path | None, outputs_dir: str | Path, prefer: str = "best") -> Path:
@@ -41,7 +43,7 @@ def find_checkpoint(spec: str | Path | None, outputs_dir: str | Path, prefer: st
     order = [f"{prefer}.ckpt", "last.ckpt" if prefer == "best" else "best.ckpt"]
     if spec is None or str(spec) == "last":
         pattern = "last.ckpt" if spec == "last" else "*.ckpt"
-        newest = _newest(list(outputs_dir.glob(f"**/checkpoints/{pattern}")))
+        newest = max(outputs_dir.glob(f"**/checkpoints/{pattern}"), key=lambda p: p.stat().st_mtime, default=None)
         if newest is None:
             raise CheckpointError(
                 f"no checkpoint under {outputs_dir}: train one with `python -m src.train` or pass ckpt_path=<file>"
@@ -55,8 +57,8 @@ def find_checkpoint(spec: str | Path | None, outputs_dir: str | Path, prefer: st
             for candidate in (path / "checkpoints" / name, path / name):
                 if candidate.is_file():
                     return candidate
-        if (path / "model.safetensors").is_file():
-            return resumable(path / "model.safetensors", prefer)
+        if (path / WEIGHTS).is_file():
+            return resumable(path / WEIGHTS, prefer)
         raise CheckpointError(f"no {' or '.join(order)} in {path}: pass ckpt_path=<a .ckpt file> or a run directory")
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist: pass ckpt_path=<a .ckpt file> or a run directory")
@@ -75,17 +77,9 @@ def resumable(path: Path, prefer: str) -> Path:
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
     """The checkpoint's dict, refusing truncated files and files that are not our checkpoints.
-    An exported model.safetensors (src/training/exported.py) reads as the checkpoint it came from."""
+    An exported model.safetensors reads as the checkpoint it came from."""
     path = Path(path)
-    if path.suffix == ".safetensors":
-        from src.training.exported import ExportedFolderError, read_exported  # safetensors, only for these
-
-        try:
-            checkpoint = read_exported(path)
-        except ExportedFolderError as err:
-            raise CheckpointError(str(err)) from None
-    else:
-        checkpoint = load_zipped(path)
+    checkpoint = read_exported(path) if path.suffix == ".safetensors" else load_zipped(path)
     hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
     if not isinstance(hparams, dict) or "model" not in hparams or "tokenizer" not in hparams:
         raise CheckpointError(f"{path} is not a scratchgpt checkpoint (no model config and tokenizer inside)")
@@ -110,6 +104,43 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     return checkpoint
 
 
+def read_exported(weights: Path) -> dict[str, Any]:
+    """A folder written by format=safetensors, as the dict of a training checkpoint (read_checkpoint checks it)."""
+    folder = weights.parent
+    try:
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+    except ImportError:
+        raise CheckpointError(
+            f'{weights} is a safetensors file, and reading it needs the safetensors package: pip install -e ".[hf]"'
+        ) from None
+    try:
+        config = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(
+            f"{folder} has {WEIGHTS} but no {CONFIG}: export it again with python -m src.export format=safetensors"
+        ) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{folder / CONFIG} is unreadable or corrupt ({err}): export again") from None
+    if not isinstance(config, dict) or config.get("format") != FORMAT:
+        raise CheckpointError(
+            f"{folder / CONFIG} is not a scratchgpt export (a Hugging Face folder?): pass a folder written by "
+            f"python -m src.export format=safetensors, or a .ckpt file"
+        )
+    try:
+        state = load_file(str(weights))
+    except (SafetensorError, OSError) as err:
+        raise CheckpointError(f"{weights} is truncated or corrupt ({err}): export the model again") from None
+    hparams = {"model": config.get("model"), "tokenizer": {"vocab": config.get("vocabulary")}}
+    hparams |= {key: config[key] for key in ("optimizer", "data") if key in config}
+    return {
+        "hyper_parameters": hparams,
+        "state_dict": {f"model.{name}": tensor for name, tensor in state.items()},
+        "global_step": config.get("step", 0),
+        "best_val_loss": config.get("best_val_loss"),
+    }
+
+
 def load_zipped(path: Path) -> Any:
     """What torch.save wrote to `path` (a zip archive), refusing anything else."""
     with open(path, "rb") as f:
@@ -121,15 +152,6 @@ def load_zipped(path: Path) -> Any:
     except (EOFError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, OSError):
         raise CheckpointError(
             f"{path} is truncated or corrupt: use another checkpoint, e.g. the run's checkpoints/last.ckpt or best.ckpt"
-        ) from None
-
-
-def load_weights(module: nn.Module, state_dict: dict[str, Any], path: str | Path) -> None:
-    try:
-        module.load_state_dict(state_dict)
-    except (KeyError, RuntimeError) as err:
-        raise CheckpointError(
-            f"{path} has weights that do not fit its own model config ({type(err).__name__})"
         ) from None
 
 
@@ -175,9 +197,12 @@ def load_trained(path: str | Path) -> Trained:
     hparams = checkpoint["hyper_parameters"]
     tokenizer = CharTokenizer.from_dict(hparams["tokenizer"])
     model = build_model(hparams["model"], tokenizer.vocab_size)
-    prefix = "model."
-    weights = {k[len(prefix) :]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}
-    load_weights(model, weights, path)
+    weights = {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items() if k.startswith("model.")}
+    try:
+        model.load_state_dict(weights)
+    except (KeyError, RuntimeError) as err:
+        fix = f"{path} has weights that do not fit its own model config ({type(err).__name__})"
+        raise CheckpointError(fix) from None
     best = checkpoint.get("best_val_loss")
     best = float(best) if isinstance(best, (int, float)) else None
     return Trained(model.eval(), tokenizer, hparams, checkpoint.get("global_step", 0), best)

@@ -1,14 +1,12 @@
-"""GPTModule: the LightningModule around GPT or SeedGPT.
-
-It owns the loss over all positions, the optimizer and per-step schedule, and the metrics.
-Its hyperparameters hold the model config and the tokenizer, so a checkpoint alone is enough
-to rebuild the model and sample from it.
-"""
+"""GPTModule: the LightningModule around GPT or SeedGPT: the loss, the optimizer and its schedule, the
+metrics. Its hyperparameters hold the model config and the tokenizer, so a checkpoint alone rebuilds it."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,23 +19,67 @@ from torchmetrics.classification import MulticlassAccuracy
 from src.data.tokenizer import CharTokenizer
 from src.data.windows import IGNORE
 from src.model import build_model
-from src.training.callbacks import is_logging_step, validates_step_zero, was_logging_step
+from src.model.language_model import CausalLanguageModel
+from src.model.layers import cross_entropy
+from src.training.callbacks import is_logging_step, validates_step_zero
 from src.training.optim import apply_settings, build_optimizer, build_schedule
-from src.training.scoring import score_on_every_core
 
 log = logging.getLogger(__name__)
 
 
 def log_at_step(trainer: L.Trainer, metrics: dict[str, float]) -> None:
     """Write metrics to the loggers at the number of optimizer steps taken, as the printed lines say.
-
-    Lightning itself writes the training metrics of step k at k - 1 (checked against Lightning
-    2.6.6; tests/run/test_faults.py reads the train/loss steps back), so validation at step 250 and
-    the media beside it are written here, at 250, through the loggers' public log_metrics.
-    """
+    Lightning writes the training metrics of step k at k - 1 (Lightning 2.6.6; tests/run/test_faults.py
+    reads the steps back), so a validation at step 250 is written here, at 250."""
     if trainer.is_global_zero:
         for logger in trainer.loggers:
             logger.log_metrics(metrics, step=trainer.global_step)
+
+
+def score(model: CausalLanguageModel, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """x, y: (B, T) -> (the losses of the scored positions, predicted tokens (B*T,), targets (B*T,))."""
+    logits, _ = model(x)  # (B, T, vocab)
+    scored = y != IGNORE  # the padding of the split's last window is not scored
+    losses = cross_entropy(logits[scored], y[scored], fused=True, reduction="none")
+    return losses, logits.argmax(-1).flatten(), y.flatten()
+
+
+# Validation on a CPU scores its windows in parts, one single-threaded forward pass per core: at these
+# sizes one pass's intra-op threads spend much of their time handing work to each other
+# (BENCHMARKS.md, "Validation"). Each part holds at least this many tokens: smaller parts would spend
+# more time in Python's dispatch (under the GIL) than in their maths.
+MIN_PART_TOKENS = 512
+
+
+def parts_and_threads(x: Tensor) -> tuple[int, int]:
+    """How many parts to score x's windows in, at once, and torch threads for each; 1 part: one pass."""
+    threads = torch.get_num_threads()
+    # Autocast is not copied to worker threads: an autocast run scores in the calling thread.
+    if x.device.type != "cpu" or torch.is_autocast_enabled("cpu"):
+        return 1, threads
+    parts = max(1, min(threads, len(x), x.numel() // MIN_PART_TOKENS))
+    return parts, threads // parts
+
+
+@functools.cache
+def _workers(parts: int, threads: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(parts, thread_name_prefix="score", initializer=torch.set_num_threads, initargs=(threads,))
+
+
+def score_on_every_core(model: CausalLanguageModel, x: Tensor, y: Tensor) -> list[tuple[Tensor, Tensor, Tensor]]:
+    """score() of x's windows in parts_and_threads(x) parts, run at once; the parts in order, so the
+    metrics accumulate in the same order every run."""
+    parts, threads = parts_and_threads(x)
+    if parts == 1:
+        return [score(model, x, y)]
+    inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()  # thread-local: pass them on
+
+    def score_part(part: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+        with torch.inference_mode(inference), torch.set_grad_enabled(grad):
+            return score(model, *part)
+
+    pieces = zip(x.tensor_split(parts), y.tensor_split(parts), strict=True)
+    return list(_workers(parts, threads).map(score_part, pieces))
 
 
 NEVER = 2**62  # first_nonfinite_step before any loss was NaN or infinite
@@ -69,10 +111,8 @@ class GPTModule(L.LightningModule):
         self.best_val_step: int | None = None  # the step of the last new best val/loss seen in this process
         self._parameter_list: list[torch.nn.Parameter] | None = None  # what clipping sees, listed once
         self.trained_steps = 0  # set by from_checkpoint: the optimizer steps behind these weights
-        # The first optimizer step whose loss was NaN or infinite (NEVER: none yet), kept on the
-        # device so that watching for it costs no host sync; read at log steps and before every
-        # save. Not a buffer: DDP re-broadcasts buffers from rank 0 before every forward, which
-        # would erase what another rank saw.
+        # The first step whose loss was NaN or infinite (NEVER: none yet), on the device: no host sync. Not
+        # a buffer: DDP re-broadcasts buffers from rank 0 before every forward, erasing what another saw.
         self._first_nonfinite_step: Tensor | None = None
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
@@ -94,9 +134,8 @@ class GPTModule(L.LightningModule):
         return self._first_nonfinite_step
 
     def check_finite(self) -> None:
-        """Stop with the step at which the loss went NaN/inf on any rank, before anything is saved."""
-        # Every rank must agree, or one would stop while the others wait for it forever; the
-        # earliest step of any rank is where it happened.
+        """Stop with the step at which the loss went NaN/inf on any rank (all agree: the earliest), before
+        anything is saved."""
         step = int(self.trainer.strategy.reduce(self.first_nonfinite_step().clone(), reduce_op="min"))
         if step != NEVER:
             kept = (
@@ -110,12 +149,13 @@ class GPTModule(L.LightningModule):
             )
 
     def saved_checkpoints(self) -> list[Path]:
-        """The checkpoint files of this run's checkpoint callbacks that are on disk (a NaN says whether any is)."""
+        """The checkpoint files of this run's checkpoint callbacks that are on disk."""
         folders = set()
-        for callback in self.trainer.checkpoint_callbacks:  # ModelCheckpoint's dirpath, LastCheckpoint's path
-            path = getattr(callback, "dirpath", None) or getattr(callback, "path", None)
-            if path is not None:
-                folders.add(Path(path) if getattr(callback, "dirpath", None) else Path(path).parent)
+        for callback in self.trainer.checkpoint_callbacks:
+            if getattr(callback, "dirpath", None):  # ModelCheckpoint's
+                folders.add(Path(callback.dirpath))
+            elif getattr(callback, "path", None):  # LastCheckpoint's
+                folders.add(Path(callback.path).parent)
         return [file for folder in folders for file in folder.glob("*.ckpt")]
 
     def _eval_step(self, split: str, batch: tuple[Tensor, Tensor]) -> None:
@@ -134,8 +174,7 @@ class GPTModule(L.LightningModule):
         }
         self.eval_loss[split].reset()
         self.eval_acc[split].reset()
-        # For the checkpoint monitor and the progress bar. torchmetrics has already reduced the
-        # values over all ranks, so sync_dist only averages equal numbers (and tells Lightning so).
+        # For the checkpoint monitor and the progress bar; torchmetrics has reduced them over the ranks already.
         self.log_dict(metrics, logger=False, sync_dist=True)
         return metrics
 
@@ -179,9 +218,8 @@ class GPTModule(L.LightningModule):
     ) -> None:
         """Clip as configured, and log the gradient norm at log steps (clipping computes it anyway)."""
         log_now = is_logging_step(self.trainer)
-        # Listed once: walking the module tree for self.parameters() at every step shows at the
-        # notes' scale, where a step takes a few milliseconds. The order stays the module's, as
-        # the norm's float sum depends on it (and with it every later step).
+        # Listed once: walking the module tree at every step shows when a step takes milliseconds. The
+        # order stays the module's: the norm's float sum depends on it.
         if self._parameter_list is None:
             self._parameter_list = list(self.parameters())
         params = self._parameter_list
@@ -205,11 +243,10 @@ class GPTModule(L.LightningModule):
             )
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        if was_logging_step(self.trainer):
+        if is_logging_step(self.trainer, taken=True):
             self.check_finite()
         if self.global_step >= self.trainer.max_steps:
-            # Asked to stop, Lightning validates this step: every run ends with a validation
-            # (and so with last.ckpt at its newest step), whatever val_check_interval says.
+            # Asked to stop, Lightning validates this step: every run ends with a validation and last.ckpt.
             self.trainer.should_stop = True
 
     def on_validation_start(self) -> None:
@@ -235,8 +272,7 @@ class GPTModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.check_finite()  # never replace a good checkpoint with a diverged state
         checkpoint["best_val_loss"] = self.best_val_loss
-        # Dropout draws from these generators: a resumed run must continue their streams, each rank
-        # its own (every rank runs this hook; rank 0 writes the file).
+        # Dropout's generators: a resumed run continues their streams, each rank its own (rank 0 writes).
         checkpoint["rng"] = self.rng_state()
         if self.trainer.world_size > 1:
             device = self.trainer.strategy.root_device
@@ -276,8 +312,7 @@ class GPTModule(L.LightningModule):
 
     @classmethod
     def from_checkpoint(cls, path: str | Path) -> GPTModule:
-        """Rebuild from a checkpoint alone: the trained model as load_trained reads it (errors name the fix),
-        in a GPTModule of the checkpoint's settings."""
+        """Rebuild from a checkpoint alone (load_trained's errors name the fix), with its settings."""
         from src.training.checkpoint import load_trained  # not loaded by a run that trains from scratch
 
         trained = load_trained(path)

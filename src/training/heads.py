@@ -1,47 +1,10 @@
-"""What each head does, tracked while the model trains: scores at every validation, step 0 included.
-
-At each validation (the one at step 0 too) `TrackHeads` scores every head on the fixed repeated
-probe (src/model/head_scores.py: previous-token, duplicate-token, induction, first-token, mean
-attention distance, and the model's in-context scores) and writes:
-
-- TensorBoard: `score_<measure>/L<layer>H<head>` scalars, which src/training/tensorboard.py
-  writes as `score_<measure>/layer_<layer>` of a run per head (`head_<h>`), so that a chart's
-  heads differ in colour: a chart per measure and layer on TIME SERIES, one chart per measure
-  with every head on the CUSTOM SCALARS tab ("head scores": a colour per head, a marker per
-  layer); `score_in_context/repeats` and `score_in_context/text` (after the `loss` group, whose
-  first row stays train and val loss); `maps/heads_at_a_glance`, an image of the layers x heads
-  grid coloured by each head's kind;
-- `<run dir>/head_scores.json`, rewritten at each validation, which the explorer page replays:
-
-    {
-      "format": "scratchgpt head scores 1",
-      "kinds": ["previous_token", "duplicate_token", "induction", "first_token"],
-      "measures": [...the four kinds..., "attention_distance"],
-      "threshold": 0.4,                  # a head is of a kind when that score is its strongest and >= this
-      "layers": L, "heads": H,
-      "probe": {"n": n, "tokens": [2n ids], "text": "the same as characters"},   # its first row
-      "prompt": {"tokens": [T ids], "text": "..."},    # the explorer page's opening prompt, cropped to the window
-      "snapshots": [                                   # one per validation, in step order
-        {"step": 0,
-         "val_loss": 4.17 | null,
-         "scores": {measure: [[H floats] for each of L layers]},
-         "kinds": [[kind or null for each head] for each layer],
-         "in_context": float,                          # probe: loss on the 2nd copy - on the 1st
-         "in_context_text": float | null,              # validation text: late positions - early
-         "maps": {"probe": M, "prompt": M}}            # M[layer][head][i] = row i of the weights,
-      ]                                                #   keys 0..i only, in thousandths (ints 0..1000)
-    }
-
-  A resumed run keeps the snapshots of the steps before it and carries on.
-- result.json's "heads" (train.py): the last validation's summary (heads of each kind, best
-  induction, in-context scores) and its per-head scores; a sweep's summary.md reads them.
-"""
+"""What the model writes and where it looks, at every validation (step 0 included): a sample of text,
+the attention maps over a prompt, and every head's scores (docs/heads.md: the tags, the runs per head,
+and head_scores.json, the snapshots the explorer page replays)."""
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -51,16 +14,17 @@ import lightning as L
 import torch
 from torch import Tensor
 
+from src.data.corpus import write_atomically
 from src.model.head_scores import KINDS, MEASURES, THRESHOLD, HeadScores, measure_heads, repeated_probe
-from src.rules import ConfigError, non_negative_int, of_type, positive_int
-from src.training.callbacks import validates_step_zero
+from src.rules import ConfigError, non_negative_int, of_type, positive_int, sample_fits, sampling
+from src.training.callbacks import reported_validation
 from src.training.gpt_module import log_at_step
-from src.training.tensorboard import TensorBoard
+from src.training.tensorboard import ATTENTION_TAG, TensorBoard
 
 FORMAT = "scratchgpt head scores 1"
 SCORE_TAG = "score_{measure}/L{layer}H{head}"
-IN_CONTEXT_TAG = "score_in_context/{on}"  # not in the group `loss`: the first row of TIME SERIES is train and val loss
-# The CUSTOM SCALARS tab: one chart per measure, a line per head (the tags are matched by regex).
+IN_CONTEXT_TAG = "score_in_context/{on}"
+# The CUSTOM SCALARS tab: one chart per measure, a line per head.
 LAYOUT = {"head scores": {measure: ["Multiline", [rf"^score_{measure}/"]] for measure in MEASURES}}
 GLANCE_TAG = "maps/heads_at_a_glance"
 
@@ -85,29 +49,10 @@ def snapshot(step: int, result: HeadScores, prompt_maps: list[Tensor], val_loss:
     }
 
 
-def write_json(path: Path, content: dict[str, Any]) -> None:
-    """Whole or not at all: a reader (the explorer, a resumed run) never sees half a file.
-
-    json.dumps, not json.dump: dump streams through json's pure-Python encoder, dumps uses its C
-    one (docs/heads.md, "What it costs", has the times), and the file is written again, all of
-    it, at every validation."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(content, separators=(",", ":"))
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".head_scores-")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 @contextmanager
 def one_thread(device: torch.device) -> Iterator[None]:
-    """On a CPU, torch's intra-op threads set to one meanwhile: batches this small gain nothing from
-    a second, and on a busy machine two threads waiting for each other took 5-30x longer (the
-    reason validation scores its parts single-threaded too, src/training/scoring.py)."""
+    """On a CPU, one intra-op thread meanwhile: batches this small gain nothing from a second, and on a
+    busy machine two threads waiting for each other took 5-30x longer."""
     if device.type != "cpu":
         yield
         return
@@ -120,18 +65,86 @@ def one_thread(device: torch.device) -> Iterator[None]:
 
 
 def score_heads_now(model: torch.nn.Module, probe: Tensor, text: Tensor | None) -> HeadScores:
-    """measure_heads as the callback runs it (one_thread)."""
     with one_thread(probe.device):
         return measure_heads(model, probe, text)
 
 
-class TrackHeads(L.Callback):
-    """Scores every head at each validation; see the module docstring for what it writes.
+@torch.no_grad()
+def prompt_maps(pl_module: L.LightningModule, prompt: str) -> tuple[str, Tensor, list[Tensor]]:
+    """The prompt cut to the context window, its ids (T,), and per layer its attention weights
+    (1, h, T, T), from the plain path in eval mode (the fused kernel cannot return them)."""
+    model = pl_module.model
+    prompt = prompt[-model.context_window :]
+    ids = pl_module.tokenizer.encode(prompt).to(pl_module.device)
+    was_training = model.training
+    model.eval()
+    with one_thread(ids.device):
+        maps = model.attention_maps(ids.unsqueeze(0))
+    model.train(was_training)
+    return prompt, ids, maps
 
-    probe_batch: repeated random strings the scores average over; text_windows: validation
-    windows of the in-context text score; seed: the probe's; prompt: the explorer page's opening
-    text (the sample's prompt unless set), whose attention maps each snapshot keeps.
-    """
+
+def media_loggers(trainer: L.Trainer) -> list:
+    """The loggers that take text and pictures (TensorBoard, src/trackers.py's), on rank 0, at a
+    validation of the run."""
+    if not trainer.is_global_zero or not reported_validation(trainer):
+        return []
+    return [logger for logger in trainer.loggers if hasattr(logger, "log_picture")]
+
+
+class SampleText(L.Callback):
+    """A fixed-seed continuation of a fixed prompt, so the text improves step by step, readably."""
+
+    def __init__(self, prompt: str, max_new_tokens: int = 200, temperature: float = 0.8, seed: int = 0):
+        sampling("", max_new_tokens, temperature, None, None)
+        sample_fits("max_new_tokens", max_new_tokens)
+        self.prompt, self.max_new_tokens, self.temperature, self.seed = prompt, max_new_tokens, temperature, seed
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        loggers = media_loggers(trainer)
+        if not loggers:
+            return
+        from src.model.generation import sample_text  # the sampler only once there is a sample to write
+
+        text = sample_text(
+            pl_module.model, pl_module.tokenizer, self.prompt, self.max_new_tokens, self.temperature, seed=self.seed
+        )
+        for logger in loggers:
+            logger.log_text_sample("samples", text, trainer.global_step)
+
+
+class AttentionMaps(L.Callback):
+    """One image per layer: every head's attention weights over a fixed prompt. The figure's axes are
+    drawn once per run (src/plots.AttentionFigure), only the weights at each validation."""
+
+    def __init__(self, prompt: str):
+        self.prompt = prompt
+        self.figure = None
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        loggers = media_loggers(trainer)
+        if not loggers:
+            return
+        from src.plots import AttentionFigure  # matplotlib, only once there is a figure to draw
+
+        prompt, _, maps = prompt_maps(pl_module, self.prompt)
+        if self.figure is None:
+            self.figure = AttentionFigure(maps[0].shape[1], list(prompt))
+        for layer, weights in enumerate(maps):
+            image = self.figure.render(weights[0], layer, f"layer {layer} at step {trainer.global_step}")  # (H, W, 3)
+            for logger in loggers:
+                logger.log_picture(ATTENTION_TAG.format(layer=layer), image, trainer.global_step)
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if self.figure is not None:
+            self.figure.close()
+            self.figure = None
+
+
+class TrackHeads(L.Callback):
+    """Scores every head at each validation: TensorBoard's scalars and image, head_scores.json, and
+    result.json's "heads" (summary()). prompt: the explorer page's opening text, whose maps each
+    snapshot keeps."""
 
     def __init__(self, prompt: str, path: str | Path, probe_batch: int = 16, text_windows: int = 16, seed: int = 0):
         positive_int("callbacks.head_scores.probe_batch", probe_batch)
@@ -155,7 +168,7 @@ class TrackHeads(L.Callback):
                 logger.layout.update(LAYOUT)  # written with the loss chart at the first validation
         model = pl_module.model
         self.probe = repeated_probe(pl_module.tokenizer.vocab_size, model.context_window, self.probe_batch, self.seed)
-        splits = getattr(trainer.datamodule, "splits", None) if trainer.datamodule is not None else None
+        splits = getattr(trainer.datamodule, "splits", None)
         if splits and "val" in splits:
             T = model.context_window
             windows = min(self.text_windows, len(splits["val"]) // T)
@@ -170,9 +183,7 @@ class TrackHeads(L.Callback):
 
     @torch.no_grad()
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.state.fn != "fit" or not trainer.is_global_zero or self.probe is None:
-            return
-        if trainer.sanity_checking and not validates_step_zero(trainer):
+        if not trainer.is_global_zero or self.probe is None or not reported_validation(trainer):
             return
         model, device = pl_module.model, pl_module.device
         text = self.text.to(device) if self.text is not None else None
@@ -192,36 +203,30 @@ class TrackHeads(L.Callback):
         self.draw_glance(trainer, result)
 
     def write_snapshot(self, trainer: L.Trainer, pl_module: L.LightningModule, result: HeadScores) -> None:
-        model, tokenizer, step = pl_module.model, pl_module.tokenizer, trainer.global_step
-        prompt = self.prompt[-model.context_window :]
-        prompt_ids = tokenizer.encode(prompt).to(pl_module.device)
-        was_training = model.training
-        model.eval()
-        with one_thread(prompt_ids.device):
-            prompt_maps = [A[0] for A in model.attention_maps(prompt_ids.unsqueeze(0))]
-        model.train(was_training)
+        tokenizer, step = pl_module.tokenizer, trainer.global_step
+        prompt, prompt_ids, maps = prompt_maps(pl_module, self.prompt)
         val_loss = trainer.callback_metrics.get("val/loss")
+        val_loss = float(val_loss) if val_loss is not None else None
         self.snapshots = [s for s in self.snapshots if s["step"] < step]
-        self.snapshots.append(snapshot(step, result, prompt_maps, float(val_loss) if val_loss is not None else None))
+        self.snapshots.append(snapshot(step, result, [A[0] for A in maps], val_loss))
         probe = self.probe[0].tolist()
         layers, heads = result.scores["induction"].shape
-        write_json(
-            self.path,
-            {
-                "format": FORMAT,
-                "kinds": list(KINDS),
-                "measures": list(MEASURES),
-                "threshold": THRESHOLD,
-                "layers": layers,
-                "heads": heads,
-                "probe": {"n": len(probe) // 2, "tokens": probe, "text": tokenizer.decode(probe)},
-                "prompt": {"tokens": prompt_ids.tolist(), "text": prompt},
-                "snapshots": self.snapshots,
-            },
-        )
+        content = {
+            "format": FORMAT,
+            "kinds": list(KINDS),
+            "measures": list(MEASURES),
+            "threshold": THRESHOLD,
+            "layers": layers,
+            "heads": heads,
+            "probe": {"n": len(probe) // 2, "tokens": probe, "text": tokenizer.decode(probe)},
+            "prompt": {"tokens": prompt_ids.tolist(), "text": prompt},
+            "snapshots": self.snapshots,
+        }
+        # json.dumps, not json.dump: dumps uses json's C encoder (docs/heads.md, "What it costs").
+        write_atomically(self.path, json.dumps(content, separators=(",", ":")))
 
     def draw_glance(self, trainer: L.Trainer, result: HeadScores) -> None:
-        loggers = [logger for logger in trainer.loggers if hasattr(logger, "log_picture")]  # as media_loggers
+        loggers = media_loggers(trainer)
         if not loggers:
             return
         from src.plots import HeadsFigure  # matplotlib, only once there is a figure to draw

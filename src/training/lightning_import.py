@@ -1,12 +1,9 @@
-"""Imported first by the commands that use Lightning: it imports Lightning without scipy.signal,
-which nothing here uses and which costs a large share of start-up (BENCHMARKS.md, "Start-up").
+"""Imported first by the commands that use Lightning: it imports Lightning without scipy.signal, a large
+share of start-up (BENCHMARKS.md, "Start-up") that nothing here uses.
 
-Lightning imports torchmetrics (to read its version), and torchmetrics' package imports
-scipy.signal at import time, only to add `scipy.signal.hamming` back for an old audio library
-(scipy is installed here because Optuna needs it). This is the one place that reaches inside
-that: while torchmetrics loads, `scipy.signal` is a placeholder that already has `hamming`, so
-the patch is skipped and scipy.signal is not loaded; afterwards the placeholder is gone and
-`import scipy.signal` loads the real module as usual. tests/training/test_lightning_import.py fails when
+torchmetrics imports scipy.signal only to add `scipy.signal.hamming` back for an old audio library. While
+it loads, `scipy.signal` is a placeholder that has `hamming`, so the patch is skipped; afterwards
+`import scipy.signal` loads the real module. tests/training/test_lightning_import.py fails when
 torchmetrics stops importing scipy.signal (then this module can go) or when this stops working.
 """
 

@@ -10,14 +10,9 @@ For a 2-D weight W with gradient G, at every step
 so the step moves every direction of the matrix by about the same amount, however lopsided the
 gradient's spectrum. NewtonSchulz never computes an SVD: it scales U so its singular values are
 <= 1, then applies X <- a X + b (X X^T) X + c (X X^T)^2 X five times, an odd polynomial that
-acts on each singular value alone and drives it towards 1. In float32 by default; `ns_dtype`
-bfloat16 iterates as the reference code does on GPUs, faster on a CPU with bfloat16 matmul
-instructions (AVX512-BF16, as this project's benchmark machine has; the factor is in BENCHMARKS.md,
-"Speedrun").
-
-Muon is for the hidden weight matrices only: the embeddings, the head, gains and biases follow
-AdamW, as in the reference implementations. One optimizer holds both kinds of group (a group
-with "muon": True is Muon's), so a checkpoint saves and restores both states at once.
+drives each singular value towards 1 (`ns_dtype` bfloat16: faster on a CPU with bf16 matmuls,
+BENCHMARKS.md, "Speedrun"). The embeddings, the head, gains and biases follow AdamW, in the same
+optimizer, so a checkpoint saves and restores both states at once.
 """
 
 from __future__ import annotations
@@ -47,16 +42,12 @@ def newton_schulz(G: Tensor, steps: int = 5, eps: float = 1e-7, dtype: torch.dty
 
 
 class MuonWithAdamW(torch.optim.Optimizer):
-    """Muon for the groups marked "muon": True, AdamW for the others (see the module docstring).
-
-    A Muon group takes lr, momentum, nesterov, ns_steps, ns_dtype, weight_decay; an AdamW group takes lr,
-    betas, eps, weight_decay. Weights are stored (fan_in, fan_out) here, as X @ W reads them.
-    """
+    """Muon for the groups marked "muon": True, AdamW for the others. Weights are stored (fan_in, fan_out)
+    here, as X @ W reads them."""
 
     def __init__(self, groups: Iterable[dict[str, Any]]):
         defaults = dict(lr=1e-3, weight_decay=0.0, momentum=0.95, nesterov=True, ns_steps=5, ns_dtype="float32")
-        defaults.update(betas=(0.9, 0.99))
-        defaults.update(eps=1e-8, muon=False)
+        defaults.update(betas=(0.9, 0.99), eps=1e-8, muon=False)
         super().__init__(list(groups), defaults)
         for group in self.param_groups:
             if group["muon"] and any(p.dim() != 2 for p in group["params"]):

@@ -1,9 +1,5 @@
 """Optimizers and the learning-rate schedule: AdamW (or the notes' plain SGD, or Muon), warmup + cosine.
-
-AdamW, SGD and Muon below are each optimizer's settings with their defaults, written once: the
-config's schema is these classes (src/run/config.py), conf/optimizer/*.yaml only chooses one, and a
-config that leaves a key out (a test, a benchmark) gets the same default here.
-"""
+AdamW, SGD and Muon below hold each optimizer's settings and defaults, once: they are the config's schema."""
 
 from __future__ import annotations
 
@@ -88,52 +84,36 @@ def settings(cfg: Mapping[str, Any]) -> Settings:
     return OPTIMIZERS[name](**{k: v for k, v in cfg.items() if k in known})
 
 
-def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """Weight decay on the weight matrices only: never on biases, norm gains or embeddings."""
+def split_parameters(model: nn.Module, opt: Settings) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
+    """(the weight matrices that decay, the rest: biases, gains, embeddings). Under Muon the first are the
+    hidden matrices (W_Q, W_K, W_V, W_O, W_1, W_2, W_3), and the head is with the rest."""
+    first, rest = [], []
+    if isinstance(opt, Muon):
+        for name, p in model.named_parameters():
+            last = name.rsplit(".", 1)[-1]
+            (first if p.dim() == 2 and last.startswith("W_") and last not in HEADS else rest).append(p)
+        return first, rest
     embeddings = {id(p) for m in model.modules() if isinstance(m, TokenAndPositionEmbedding) for p in m.parameters()}
     embeddings |= {id(p) for name, p in model.named_parameters() if name.endswith("E_V")}  # value embeddings
-    decay, no_decay = [], []
     for p in model.parameters():
-        (decay if p.dim() >= 2 and id(p) not in embeddings else no_decay).append(p)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+        (first if p.dim() >= 2 and id(p) not in embeddings else rest).append(p)
+    return first, rest
 
 
-def muon_groups(model: nn.Module, opt: Muon) -> list[dict[str, Any]]:
-    """Muon for the hidden weight matrices (W_Q, W_K, W_V, W_O, W_1, W_2, W_3); AdamW, without
-    decay, for the embeddings (E, E_V, learned positions), the head, gains and biases."""
-    hidden, rest = [], []
-    for name, p in model.named_parameters():
-        last = name.rsplit(".", 1)[-1]
-        (hidden if p.dim() == 2 and last.startswith("W_") and last not in HEADS else rest).append(p)
-    return [
-        {
-            "params": hidden,
-            "muon": True,
-            "lr": opt.lr,
-            "weight_decay": opt.weight_decay,
-            "momentum": opt.momentum,
-            "nesterov": opt.nesterov,
-            "ns_steps": opt.ns_steps,
-            "ns_dtype": opt.ns_dtype,
-        },
-        {"params": rest, "muon": False, "lr": opt.adam_lr, "weight_decay": 0.0, "betas": tuple(opt.betas)},
-    ]
-
-
-def group_rates(opt: Settings) -> list[tuple[float, float]]:
-    """(base learning rate, weight decay) of each parameter group, in the order build_optimizer makes them."""
+def group_settings(opt: Settings) -> list[dict[str, Any]]:
+    """The settings of split_parameters' two groups: Muon's and AdamW's under Muon."""
     if isinstance(opt, Muon):
-        return [(opt.lr, opt.weight_decay), (opt.adam_lr, 0.0)]
-    return [(opt.lr, opt.weight_decay), (opt.lr, 0.0)]
+        muon = {"lr": opt.lr, "weight_decay": opt.weight_decay, "momentum": opt.momentum, "nesterov": opt.nesterov}
+        muon |= {"muon": True, "ns_steps": opt.ns_steps, "ns_dtype": opt.ns_dtype}
+        return [muon, {"muon": False, "lr": opt.adam_lr, "weight_decay": 0.0, "betas": tuple(opt.betas)}]
+    kind = {"betas": tuple(opt.betas)} if isinstance(opt, AdamW) else {"momentum": opt.momentum}
+    return [{"lr": opt.lr, "weight_decay": opt.weight_decay, **kind}, {"lr": opt.lr, "weight_decay": 0.0, **kind}]
 
 
 @dataclass
 class WarmupCosine:
-    """Multiplier of the base learning rate at optimizer step `step`.
-
-    Linear warmup over `warmup_steps`, then a cosine from 1 down to `min_ratio` at
-    `decay_steps`, then flat. A callable object (not a lambda) so LambdaLR saves its state.
-    """
+    """The multiplier of the base learning rate at a step: linear warmup over `warmup_steps`, a cosine from 1
+    to `min_ratio` at `decay_steps`, then flat. An object, not a lambda, so that LambdaLR saves its state."""
 
     warmup_steps: int
     decay_steps: int
@@ -150,14 +130,15 @@ class WarmupCosine:
 
 def build_optimizer(model: nn.Module, cfg: Mapping[str, Any]) -> torch.optim.Optimizer:
     opt = settings(cfg)
+    parameters, kept = split_parameters(model, opt), group_settings(opt)
+    groups = [{"params": params, **group} for params, group in zip(parameters, kept, strict=True)]
     if isinstance(opt, Muon):
         from src.training.muon import MuonWithAdamW  # optimizer=muon only
 
-        return MuonWithAdamW(muon_groups(model, opt))
-    groups = parameter_groups(model, opt.weight_decay)
+        return MuonWithAdamW(groups)
     if isinstance(opt, AdamW):
-        return torch.optim.AdamW(groups, lr=opt.lr, betas=tuple(opt.betas), fused=opt.fused or None)
-    return torch.optim.SGD(groups, lr=opt.lr, momentum=opt.momentum)
+        return torch.optim.AdamW(groups, fused=opt.fused or None)
+    return torch.optim.SGD(groups)
 
 
 def schedule_shape(opt: Settings, decay_steps: int) -> WarmupCosine:
@@ -172,21 +153,12 @@ def build_schedule(optimizer: torch.optim.Optimizer, cfg: Mapping[str, Any]) -> 
 def apply_settings(
     optimizer: torch.optim.Optimizer, schedule: torch.optim.lr_scheduler.LambdaLR, cfg: Mapping[str, Any]
 ) -> None:
-    """Set rate, schedule and decay from cfg on an optimizer whose state a checkpoint may have restored.
-
-    Resuming restores the saved param groups and schedule, which would silently keep the old
-    settings: the ones typed now win, and the cosine is planned to cfg["decay_steps"].
-    """
+    """The settings typed now win over those a resumed checkpoint restored, and the cosine is planned to
+    cfg["decay_steps"]."""
     opt = settings(cfg)
     shape = schedule_shape(opt, cfg["decay_steps"])
-    rates = group_rates(opt)
+    kept = group_settings(opt)
     schedule.lr_lambdas = [shape] * len(optimizer.param_groups)
-    schedule.base_lrs = [base for base, _ in rates]
-    for group, (base, decay) in zip(optimizer.param_groups, rates, strict=True):
-        group["lr"] = base * shape(schedule.last_epoch)
-        group["initial_lr"] = base
-        group["weight_decay"] = decay
-        if isinstance(opt, (AdamW, Muon)) and not group.get("muon"):
-            group["betas"] = tuple(opt.betas)
-        if isinstance(opt, SGD) or (isinstance(opt, Muon) and group.get("muon")):
-            group["momentum"] = opt.momentum
+    schedule.base_lrs = [group["lr"] for group in kept]
+    for group, now in zip(optimizer.param_groups, kept, strict=True):
+        group.update(now, initial_lr=now["lr"], lr=now["lr"] * shape(schedule.last_epoch))

@@ -1,33 +1,8 @@
-"""What TensorBoard shows a run, arranged so that the loss is the first thing on screen.
-
-TensorBoard opens on its TIME SERIES tab, which lists tag groups (the part before the first
-`/`) in code-point order. So the loss curves are the group `loss` (`loss/train`, and
-`loss/val` with the best val loss so far, BEST_RUN), and every other group sorts after it:
-`maps` (attention images), `score_*`, `train`, `val`. Inside this project the metrics keep
-the names the code and the progress bar use (`train/loss`, `val/loss`); the names change only
-here, on their way to the event files. A custom-scalars layout draws train and val loss on one
-chart (the CUSTOM SCALARS tab).
-
-TensorBoard colours a chart's lines by run, never by tag: every tag of one run is one colour,
-in the CUSTOM SCALARS tab too, whose multiline chart gives a run's tags one colour and tells
-them apart by a marker only (its series are `<tag> (<run>)`, coloured by the run's colour). So
-the val loss goes to the run `val` beside the run's events (VAL_RUN), as `loss/val`: the train
-and val loss chart draws train (the run's colour), val and the best so far in three colours,
-each named in its legend and in the runs list; the TIME SERIES tab keeps its charts `loss/train`
-and `loss/val`. So the head scores (`score_<measure>/L<layer>H<head>` inside the project) go to a run per head
-index, `head_<h>` beside the run's own events, as `score_<measure>/layer_<layer>`: each chart
-draws its heads in as many colours, named in the runs list, at the cost of H runs, not L x H
-(issue 32; src/training/heads.py).
-
-The HPARAMS table shows the first five hyperparameters its experiment lists (those marked as
-differing first), then the metric columns, each column 160 px wide: at 1280 px only about
-five columns fit beside Trial ID. So a run lists the keys it was given on the command line (a
-sweep: the keys it sweeps), or, given none, its parameter count: the best val loss, bpc and
-accuracy stay on screen instead of behind constants (every setting is in the session's record
-and hparams.yaml; TensorBoard takes the list from one run of its --logdir). Its Trial ID column
-is 10em wide and names a row by its session group, by default the run's path under --logdir,
-which the column cut to `multirun/2026-1...`; each run names its own group (`trial_name`).
-"""
+"""What TensorBoard shows a run, arranged so that the loss is the first thing on screen (docs/tensorboard.md
+says why each choice): the loss curves are the tag group `loss`, which sorts first; TensorBoard colours
+lines by run, never by tag, so the val loss, the best val loss so far and each head index's scores go to
+runs of their own beside the run's events; the HPARAMS table lists the keys a run was given (or its
+parameter count) before the metric columns, which stay on screen; each run names its row."""
 
 from __future__ import annotations
 
@@ -50,29 +25,22 @@ from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 from tensorboard.summary.writer import event_file_writer
 
 from src.data.tokenizer import printable
-from src.training.callbacks import validates_step_zero
+from src.training.callbacks import reported_validation
 
 # The project's metric names -> the tags TensorBoard shows.
 TAGS = {"train/loss": "loss/train", "val/loss": "loss/val", "best_val_loss": "loss/val_best"}
 ATTENTION_TAG = "maps/attention_layer_{layer}"
-# The best val loss so far (what best.ckpt holds) is drawn in the `loss/val` chart, as `loss/val` of
-# the run `best` beside the run's events: a line of its own colour under the val line. It is also
-# what keeps the last validation on that chart: TensorBoard's "ignore outliers" (on by default)
-# sets a chart's range without its lowest point, which on the val line alone is the last
-# validation, but here the lowest value is on both lines (issue 36, item 8).
+# The best val loss so far, as `loss/val` of its own run: a line under the val line, which also keeps the
+# last validation on the chart ("ignore outliers" drops a chart's lowest point: now on both lines).
 BEST_RUN = "best"
-# The val loss (`loss/val`) is a run of its own beside the run's events, so that the CUSTOM SCALARS
-# chart of train and val loss draws the two in two colours (TensorBoard colours by run, not by tag).
-VAL_RUN = "val"
+VAL_RUN = "val"  # the val loss's run: CUSTOM SCALARS draws train and val loss in two colours
 # The HPARAMS tab's metric columns: (tag, run beside the session's own ("": its own), column title).
 HPARAMS_METRICS = (
     ("loss/val", BEST_RUN, "best val loss"),
     ("val/bpc", "", "val bpc"),
     ("val/acc", "", "val accuracy"),
 )
-# TensorBoard's address with the TIME SERIES smoothing at 0 (its default, 0.6, is an average over
-# the last points: with a validation every 250 steps the bold val line lags the run's numbers,
-# 1.884 against 1.765 at the default run's last step). TensorBoard reads `smoothing` from the URL.
+# TensorBoard's address with the smoothing at 0: its default (0.6) draws lines that lag the printed values.
 VIEW = "http://localhost:6006/?smoothing=0"
 # A head's score -> (its head's run, tag there).
 HEAD_SCORE = re.compile(r"^(?P<measure>score_\w+)/L(?P<layer>\d+)H(?P<head>\d+)$")
@@ -83,9 +51,8 @@ LAYOUT = {"loss": {"train and val loss": ["Multiline", [r"^loss/train$", r"^loss
 
 
 def trial_name(run_dir: str | Path, sweep_job: bool) -> str:
-    """The run's short name in the HPARAMS table: its folder (`17-26-00`), a sweep job's with its
-    sweep's (`17-18-45/3`: job 3 of summary.md). Runs of one name would share a row, so it keeps
-    the time to the second that Hydra's folders have."""
+    """The run's row in the HPARAMS table (its Trial ID column is 10em wide): its folder (`17-26-00`), a
+    sweep job's with its sweep's (`17-18-45/3`)."""
     path = Path(run_dir)
     return f"{path.parent.name}/{path.name}" if sweep_job else path.name
 
@@ -100,9 +67,8 @@ def shown_path(path: str | Path) -> str:
 
 
 def watch_command(log_dir: str | Path, run_dir: str | Path | None = None) -> str:
-    """The command that opens TensorBoard, which works without activating the venv: on log_dir (every
-    run there, to compare), or on run_dir itself when hydra.run.dir put the run outside log_dir;
-    then the page to open, at VIEW."""
+    """The command that opens TensorBoard (without activating the venv) on log_dir, or on run_dir when
+    hydra.run.dir put the run outside it; then the page to open."""
     program = Path(sys.executable).with_name("tensorboard")
     where = Path(log_dir)
     if run_dir is not None and not Path(run_dir).absolute().is_relative_to(where.absolute()):
@@ -133,14 +99,20 @@ def hparam_value(value: Any) -> float | str | bool:
     """What TensorBoard can show: numbers, strings and booleans; lists and None as text."""
     if isinstance(value, bool | str):
         return value
-    if isinstance(value, int | float):
-        return float(value)
-    return str(value)
+    return float(value) if isinstance(value, int | float) else str(value)
+
+
+# An HPARAMS value's kind -> its field in a protobuf Value, its type in the experiment's columns.
+PROTO_KINDS = {
+    bool: ("bool_value", api_pb2.DATA_TYPE_BOOL),
+    float: ("number_value", api_pb2.DATA_TYPE_FLOAT64),
+    str: ("string_value", api_pb2.DATA_TYPE_STRING),
+}
 
 
 def quiet_writer_thread(args: threading.ExceptHookArgs) -> None:
-    """TensorBoard's writer thread raises its error (a full disk) again in the thread that logs
-    next, where the run reports it in one line; the thread's own traceback would come first."""
+    """TensorBoard's writer thread's error (a full disk) is raised again where the run logs next, and
+    reported in one line there: not its traceback first."""
     if type(args.thread).__module__ != event_file_writer.__name__:
         threading.__excepthook__(args)
 
@@ -167,8 +139,7 @@ class TensorBoard(TensorBoardLogger):
 
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
-        # Lightning adds the epoch to every dict it logs; training batches are one endless
-        # epoch here, so that chart would be a flat line at 0.
+        # Without Lightning's `epoch`: training batches are one endless epoch here.
         renamed, beside = {}, []
         for name, value in metrics.items():
             if found := HEAD_SCORE.match(name):
@@ -186,7 +157,6 @@ class TensorBoard(TensorBoardLogger):
             self.writer(run).add_scalar(tag, value, step)
 
     def writer(self, run: str) -> Any:
-        """The writer of the run `run` in the run's log dir, of the same kind as the run's own."""
         if run not in self.writers:
             self.writers[run] = type(self.experiment)(log_dir=str(Path(self.log_dir) / run))
         return self.writers[run]
@@ -206,28 +176,22 @@ class TensorBoard(TensorBoardLogger):
 
     @rank_zero_only
     def log_layout(self) -> None:
-        """The CUSTOM SCALARS tab: train and val loss on one chart (the run's own and VAL_RUN's: a colour
-        each), and the callbacks' categories.
-
-        TensorBoard reads one layout per run, so it is written once, whole."""
+        """The CUSTOM SCALARS tab, written once, whole (TensorBoard reads one layout per run)."""
         self.experiment.add_custom_scalars(self.layout)
 
     @rank_zero_only
     def log_session(self, params: Mapping[str, Any], varied: Iterable[str] = (), trial: str = "") -> None:
-        """Enter the run in the HPARAMS tab with `params`, as the row `trial` (empty: its path).
-
-        The table's columns are the keys in `varied` (dotted, as typed: `model.num_heads`), marked
-        as differing, or, when none of them is a hyperparameter, `parameters` (the model's size):
-        TensorBoard shows five hyperparameter columns before the metrics, so listing the constants
-        too pushed the metrics off screen (issue 36, item 9). The session keeps every value.
-
-        No metric value is written here (Lightning's log_hyperparams writes one at step 0): the
-        metric columns read the last value of their tags, logged at each validation.
-        """
+        """Enter the run in the HPARAMS tab with every value of `params`, as the row `trial`. Its columns
+        are the keys in `varied` (dotted, as typed), marked as differing, or else `parameters`: the table
+        shows five before the metrics. Not Lightning's log_hyperparams, which can mark no column and
+        writes a metric value at step 0: the metric columns read their tags' last values."""
         flat = {key: hparam_value(value) for key, value in flatten(params).items()}
         marked = {key.replace(".", "/") for key in varied}
         columns = sorted(name for name in flat if name in marked) or [name for name in UNVARIED_COLUMNS if name in flat]
-        infos = [api_pb2.HParamInfo(name=name, type=self._type(flat[name]), differs=name in marked) for name in columns]
+        infos = [
+            api_pb2.HParamInfo(name=name, type=PROTO_KINDS[type(flat[name])][1], differs=name in marked)
+            for name in columns
+        ]
         metrics = [
             api_pb2.MetricInfo(name=api_pb2.MetricName(tag=tag, group=run), display_name=title)
             for tag, run, title in HPARAMS_METRICS
@@ -235,7 +199,7 @@ class TensorBoard(TensorBoardLogger):
         experiment = api_pb2.Experiment(hparam_infos=infos, metric_infos=metrics, time_created_secs=time.time())
         start = plugin_data_pb2.SessionStartInfo(group_name=trial, start_time_secs=time.time())
         for name, value in flat.items():
-            start.hparams[name].CopyFrom(self._proto_value(value))
+            start.hparams[name].CopyFrom(struct_pb2.Value(**{PROTO_KINDS[type(value)][0]: value}))
         writer = self.experiment.file_writer  # SummaryWriter's public FileWriter
         writer.add_summary(
             hparams_summary(metadata.EXPERIMENT_TAG, plugin_data_pb2.HParamsPluginData(experiment=experiment))
@@ -251,28 +215,13 @@ class TensorBoard(TensorBoardLogger):
 
     @rank_zero_only
     def log_text_sample(self, tag: str, text: str, step: int) -> None:
-        """Indented four spaces: TensorBoard renders it as preformatted text, line breaks kept; a lone \\r
-        (a line break to Markdown, which would end the block) and other controls shown escaped."""
+        """Indented four spaces: preformatted text, line breaks kept; a lone \\r (which would end the block)
+        and other controls shown escaped."""
         self.experiment.add_text(tag, "    " + printable(text).replace("\n", "\n    "), global_step=step)
 
     @rank_zero_only
     def log_picture(self, tag: str, image: Any, step: int) -> None:
-        """An (H, W, 3) image under `tag` (the IMAGES tab)."""
         self.experiment.add_image(tag, image, step, dataformats="HWC")
-
-    @staticmethod
-    def _proto_value(value: float | str | bool) -> struct_pb2.Value:
-        if isinstance(value, bool):
-            return struct_pb2.Value(bool_value=value)
-        return (
-            struct_pb2.Value(number_value=value) if isinstance(value, float) else struct_pb2.Value(string_value=value)
-        )
-
-    @staticmethod
-    def _type(value: float | str | bool) -> int:
-        if isinstance(value, bool):
-            return api_pb2.DATA_TYPE_BOOL
-        return api_pb2.DATA_TYPE_FLOAT64 if isinstance(value, float) else api_pb2.DATA_TYPE_STRING
 
 
 def hparams_of(cfg: DictConfig, num_parameters: int, varied: list[str]) -> dict[str, Any]:
@@ -295,14 +244,14 @@ def hparams_of(cfg: DictConfig, num_parameters: int, varied: list[str]) -> dict[
 
 
 class LogHyperparams(L.Callback):
-    """The custom-scalars layout and the run's HPARAMS entry, written at its first validation
-    (the one at step 0 when there is one), so the tab lists a run as soon as it has a val loss."""
+    """The custom-scalars layout and the run's HPARAMS entry, written at its first validation (step 0's
+    when there is one), so the tab lists a run as soon as it has a val loss."""
 
     def __init__(self, params: Mapping[str, Any], varied: Iterable[str] = (), trial: str = ""):
         self.params, self.varied, self.trial, self.logged = params, list(varied), trial, False
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if self.logged or trainer.state.fn != "fit" or (trainer.sanity_checking and not validates_step_zero(trainer)):
+        if self.logged or not reported_validation(trainer):
             return
         for logger in trainer.loggers:
             if isinstance(logger, TensorBoard):

@@ -1,10 +1,10 @@
-"""Texts made with a fixed seed (src/data/generated.py): the same every time, written once, found by Hydra."""
+"""Texts made with a fixed seed (src/data/corpus.py): the same every time, written once, found by Hydra."""
 
 import re
 
 from omegaconf import OmegaConf
 
-from src.data.generated import generated_text, repeated_strings
+from src.data.corpus import generated_text, repeated_strings
 from src.run.cli import compose
 
 

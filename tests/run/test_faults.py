@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from src.training.callbacks import atomic_torch_save
 from src.training.checkpoint import find_checkpoint, load_trained, read_checkpoint
-from src.training.checkpoint_io import atomic_torch_save
 from tests.helpers import ROOT, run_main, scalars, tiny_training
 
 pytestmark = pytest.mark.slow  # trainings, end to end (make test-fast skips them)

@@ -25,10 +25,10 @@ from src.rules import one_line
 from src.run import preflight, rundir
 from src.run.cli import compose, compose_run, dotted_keys, explain, job_config
 from src.run.config import ConfigError
+from src.training.callbacks import remove_leftovers
 from src.training.checkpoint import read_checkpoint
-from src.training.checkpoint_io import remove_leftovers
 from src.training.gpt_module import NonFiniteLossError
-from src.training.media import AttentionMaps, SampleText
+from src.training.heads import AttentionMaps, SampleText
 from src.training.optim import WarmupCosine, apply_settings, build_optimizer, build_schedule
 from tests.helpers import compose_training, scalars, shakespeare_file, tiny_training, train_in_process
 

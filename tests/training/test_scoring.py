@@ -9,9 +9,8 @@ import torch
 from src.data.datamodule import TextDataModule
 from src.data.windows import IGNORE
 from src.model import build_model
-from src.training import scoring
-from src.training.gpt_module import GPTModule
-from src.training.scoring import MIN_PART_TOKENS, _workers, parts_and_threads, score, score_on_every_core
+from src.training import gpt_module
+from src.training.gpt_module import MIN_PART_TOKENS, GPTModule, _workers, parts_and_threads, score, score_on_every_core
 
 TINY = dict(kind="gpt", context_window=16, embedding_dim=32, num_heads=2, num_layers=2, fused=True)
 
@@ -87,7 +86,7 @@ def test_autocast_and_a_single_window_are_scored_in_the_calling_thread(two_threa
 
 
 def test_validation_is_the_mean_loss_of_every_position_scored_once(two_threads, tmp_path, monkeypatch):
-    monkeypatch.setattr(scoring, "MIN_PART_TOKENS", 32)  # this short split's batches of 5 windows split in 2
+    monkeypatch.setattr(gpt_module, "MIN_PART_TOKENS", 32)  # this short split's batches of 5 windows split in 2
     assert parts_and_threads(torch.zeros(5, 16)) == (2, 1)
     text = tmp_path / "text.txt"
     text.write_text("\ufeff春眠不覚暁、処処聞啼鳥。🌸🐦\r\nTo be, or not to be:\r\n" * 23, encoding="utf-8")
