@@ -1,10 +1,9 @@
 """`python -m src.train [overrides]`: train, validate, checkpoint, log to TensorBoard, print a sample.
 
 The recipe of lightning-hydra-template's train(): plan (the config against the text, the checkpoint
-and the machine), build (data, model, callbacks, logger, trainer), fit, report. On the command line,
-`check` composes the config once before Hydra starts and plans and builds the run for its real
-directory, so bad input is refused with nothing written; `@hydra.main` then runs train() on the parts
-built. A sweep's job, or a config composed in Python, is planned and built inside train().
+and the machine), build (data, model, callbacks, logger, trainer), fit, report. The command line's
+`check` plans and builds before Hydra creates the run directory, so bad input is refused with nothing
+written; a sweep's job, or a config composed in Python, is planned and built inside train().
 """
 
 # ruff: noqa: E402  (the imports follow the signal handler, so that it covers them too)
@@ -61,13 +60,10 @@ class Ready(NamedTuple):
 
 
 def build(cfg: DictConfig, plan: preflight.Plan, module_class: type[GPTModule] = GPTModule) -> Run:
-    """The run's objects from a config and its plan: seed, data, model, callbacks, logger, trainer.
-
-    Constructors only: nothing is trained or written, so the command line builds before anything is
-    written. The benchmarks build here too (module_class: their variants), to measure what a run runs.
-    """
+    """The run's objects from a config and its plan, by constructors only: nothing is trained or
+    written. The benchmarks build here too (module_class: their variants)."""
     L.seed_everything(cfg.seed, workers=True, verbose=False)
-    datamodule = preflight.build_datamodule(cfg, plan.tokenizer, plan.corpus)
+    datamodule = plan.datamodule
     datamodule.setup("fit")  # splits the text the plan mapped (Lightning's own call is then free)
     lit = module_class(
         model=OmegaConf.to_container(cfg.model, resolve=True),
@@ -96,9 +92,7 @@ def plan_and_build(cfg: DictConfig, run_dir: str | Path, key: str) -> Ready:
 
 
 def train(cfg: DictConfig, ready: Ready | None = None) -> float:
-    """Train as configured; return the best validation loss (what sweepers minimise).
-
-    ready: the run as the command line planned and built it (check), else planned and built here."""
+    """Train as configured (ready: as check planned and built it); return the best validation loss."""
     started = time.time()
     where = "hydra.sweep.dir" if record.in_multirun() else "hydra.run.dir"
     plan, (datamodule, lit, trainer) = ready or plan_and_build(cfg, cfg.paths.output_dir, where)
@@ -124,8 +118,8 @@ def train(cfg: DictConfig, ready: Ready | None = None) -> float:
 
 
 def check(cfg: DictConfig, argv: list[str]) -> Ready:
-    """A single run planned and built before Hydra creates its directory (cfg.paths.output_dir names
-    it), refusing bad input with nothing written: the folder, its lock and its earlier run first."""
+    """A single run planned and built before Hydra creates its directory (cfg.paths.output_dir),
+    refusing bad input with nothing written: the folder, its lock and its earlier run first."""
     if any(a.startswith("hydra.job.chdir=") and a.split("=", 1)[1].lower() == "true" for a in argv):
         raise ConfigError(
             "hydra.job.chdir=true would run the training inside its run directory, where relative paths "

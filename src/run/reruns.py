@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.rules import ConfigError
 from src.run import record, rundir
-from src.run.cli import quoted
+from src.run.cli import is_multirun, quoted
 
 PROJECT_OUTPUTS = Path(__file__).resolve().parents[2] / "outputs"
 
@@ -33,25 +33,17 @@ def typed_run_dir(argv: list[str]) -> Path | None:
     return Path(run_dirs[-1]) if run_dirs else None
 
 
-def multirun(argv: list[str]) -> bool:
-    return "-m" in argv or "--multirun" in argv
-
-
 def continue_run(argv: list[str]) -> list[str]:
-    """`ckpt_path=<run dir, its checkpoint, or last>` continues that run where it was saved.
-
-    The run's own overrides (its .hydra/overrides.yaml) come first, so the same model and settings
-    are rebuilt; overrides typed now follow and win, as the later of two overrides does in Hydra
-    (e.g. a larger trainer.max_steps). Output goes to the same run directory: one curve.
-    """
+    """`ckpt_path=<run dir, its checkpoint, or last>` continues that run, in its directory: its own
+    overrides (.hydra/overrides.yaml) first, those typed now after them, winning as in Hydra."""
     log_dirs = [a.split("=", 1)[1] for a in argv if a.startswith("paths.log_dir=")]
     log_dir = log_dirs[-1] if log_dirs else PROJECT_OUTPUTS
     given = [typed_value(a) for a in argv if a.startswith("ckpt_path=")]
-    resumed = None if given or multirun(argv) else requeued_run(log_dir) or rerun_to_resume(argv)
+    resumed = None if given or is_multirun(argv) else requeued_run(log_dir) or rerun_to_resume(argv)
     if resumed is not None:  # the same command again: a requeued SLURM job, or a rerun into its run directory
         argv = [*(a for a in argv if not a.startswith("hydra.run.dir=")), quoted("ckpt_path", resumed)]
         given = [str(resumed)]
-    if not given or given[-1] in ("null", "") or multirun(argv) or any("hydra.run.dir=" in a for a in argv):
+    if not given or given[-1] in ("null", "") or is_multirun(argv) or any("hydra.run.dir=" in a for a in argv):
         return argv
     from src.training.checkpoint import CheckpointError, find_checkpoint  # a run from scratch reads none
 
@@ -81,10 +73,8 @@ def requeued_run(log_dir: str | Path) -> str | None:
 
 
 def rerun_to_resume(argv: list[str]) -> Path | None:
-    """The run directory to resume when a single run's command is typed again into the hydra.run.dir
-    that holds its interrupted run (the same hyperparameters; overwrite=true starts over instead),
-    else None: a rerun then continues where the run stopped, rather than overwriting its last.ckpt
-    from step 0. Said on stderr. Any other run there is refused by check_rerun."""
+    """The hydra.run.dir typed again that holds this command's interrupted run (the same
+    hyperparameters), to resume rather than overwrite from step 0; overwrite=true starts over."""
     run_dir = typed_run_dir(argv)
     overwrite = any(typed_value(a).lower() == "true" for a in argv if a.lstrip("+").startswith("overwrite="))
     if run_dir is None or overwrite or rundir.launched_rank() != 0:
@@ -100,9 +90,8 @@ def rerun_to_resume(argv: list[str]) -> Path | None:
 
 
 def check_rerun(run_dir: Path, cfg: DictConfig) -> None:
-    """A new run into a run directory that holds a finished run, or an interrupted run of other
-    hyperparameters, is refused (nothing is written); overwrite=true replaces it: its checkpoints,
-    events and result are removed before the new run starts."""
+    """Refuse a new run into a directory holding a finished run, or an interrupted one of other
+    hyperparameters; overwrite=true removes its checkpoints, events and result instead."""
     state = record.run_state(run_dir)
     if state is None or cfg.ckpt_path is not None:
         return
