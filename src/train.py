@@ -18,6 +18,7 @@ if __name__ == "__main__":  # a stop signal while the libraries load: one line, 
         signal.signal(_signal, stop_outside_training)
 
 import logging
+import os
 import sys
 import time
 from contextlib import nullcontext
@@ -126,7 +127,11 @@ def check(cfg: DictConfig, argv: list[str]) -> Ready:
             "(data.path, ckpt_path) no longer point where you typed them: leave it false"
         )
     typed = reruns.typed_run_dir(argv)
-    rundir.check_launched_run(typed is not None)
+    launched = rundir.launched_run()
+    if launched is not None or os.environ.get("SLURM_NTASKS", "1") != "1":  # several ranks
+        from src.cluster.meeting import check_launched_run  # ranks that could never meet, refused
+
+        check_launched_run(launched, typed is not None)
     preflight.check_writable(typed or cfg.paths.log_dir)
     mine = typed is not None and rank_zero_only.rank == 0  # DDP's other ranks join the run rank 0 holds
     if mine:

@@ -104,15 +104,9 @@ def composer(config_name: str, with_hydra: bool = False) -> Iterator[Callable[[l
         yield lambda overrides: hydra.compose(config_name, overrides, return_hydra_config=with_hydra)
 
 
-def compose(config_name: str, overrides: list[str]) -> DictConfig:
-    """The config a command line would give, without running anything (hydra.* keys unavailable)."""
-    with composer(config_name) as compose_one:
-        return compose_one(overrides)
-
-
-def compose_run(config_name: str, overrides: list[str]) -> DictConfig:
-    """The config Hydra would run a command line with, its `hydra` node included."""
-    with composer(config_name, with_hydra=True) as compose_one:
+def compose(config_name: str, overrides: list[str], with_hydra: bool = False) -> DictConfig:
+    """The config a command line would give, without running anything (see composer)."""
+    with composer(config_name, with_hydra) as compose_one:
         return compose_one(overrides)
 
 
@@ -266,7 +260,7 @@ def check_command_line(
     if not is_multirun(argv):
         try:
             check_choices(overrides)
-            composed = compose_run(config_name, overrides)
+            composed = compose(config_name, overrides, with_hydra=True)
         except HydraException as err:
             fail(explain(err, config_name, overrides))
         except ValueError as err:  # Hydra's own, e.g. a config group set to null

@@ -389,29 +389,11 @@ CONFIG_DIR = Path(__file__).resolve().parents[2] / "conf"
 # The keys people change most, as `--help` lists them; a command not named here lists all its own keys.
 COMMON_KEYS = {
     "train": (
-        "model.num_heads",
-        "model.embedding_dim",
-        "model.context_window",
-        "model.num_layers",
-        "model.positional",
-        "model.dropout",
-        "model.norm",
-        "model.activation",
-        "data.batch_size",
-        "data.path",
-        "data.val_tokens",
-        "data.sampling",
-        "optimizer.lr",
-        "optimizer.warmup_steps",
-        "trainer.max_steps",
-        "trainer.val_check_interval",
-        "trainer.log_every_n_steps",
-        "seed",
-        "ckpt_path",
-        "finetune",
-        "sample.prompt",
-        "explorer",
-    ),
+        "model.num_heads model.embedding_dim model.context_window model.num_layers model.positional model.dropout "
+        "model.norm model.activation data.batch_size data.path data.val_tokens data.sampling optimizer.lr "
+        "optimizer.warmup_steps trainer.max_steps trainer.val_check_interval trainer.log_every_n_steps seed "
+        "ckpt_path finetune sample.prompt explorer"
+    ).split(),
 }
 
 

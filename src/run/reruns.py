@@ -1,6 +1,6 @@
-"""A command typed again: `ckpt_path=<run>` continues that run with its own overrides, the same
-command into a hydra.run.dir that holds its interrupted run resumes it, a SLURM job started again
-after pre-emption resumes its run, and a new run into a folder that holds another is refused."""
+"""A command typed again: `ckpt_path=<run>` continues that run with its own overrides; the same
+command into its interrupted run's hydra.run.dir, or a requeued SLURM job, resumes it; a new run into
+a folder that holds another is refused."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from src.rules import ConfigError
 from src.run import record, rundir
@@ -52,16 +52,16 @@ def continue_run(argv: list[str]) -> list[str]:
     except CheckpointError:
         return argv  # the plan reports it
     run_dir = checkpoint.parent.parent
-    saved = run_dir / ".hydra" / "overrides.yaml"
-    if checkpoint.parent.name != "checkpoints" or not saved.is_file():
+    saved = record.saved_overrides(run_dir)
+    if checkpoint.parent.name != "checkpoints" or saved is None:
         return argv
-    previous = [o for o in OmegaConf.load(saved) if not o.startswith(("ckpt_path=", "hydra."))]
+    previous = [o for o in saved if not o.startswith(("ckpt_path=", "hydra."))]
     typed = [a for a in argv if not a.startswith("ckpt_path=")]
     return [*previous, *typed, quoted("ckpt_path", checkpoint), quoted("hydra.run.dir", run_dir)]
 
 
 def requeued_run(log_dir: str | Path) -> str | None:
-    """The run a pre-empted SLURM job noted, when SLURM started this job again (src/cluster/slurm.py)."""
+    """The run a pre-empted SLURM job noted, when SLURM started this job again."""
     if "SLURM_JOB_ID" not in os.environ:
         return None
     from src.cluster.slurm import requeued_run, slurm_job
