@@ -35,7 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 from src.data.datamodule import TextDataModule
 from src.model.language_model import count_parameters
 from src.rules import ConfigError
-from src.run import preflight, record, reruns, rundir
+from src.run import preflight, record, rundir
 from src.run.cli import command
 from src.run.finish import raise_if_interrupted, report, stops_in_one_line
 from src.training.callbacks import GracefulInterrupt, progress_bar_shown
@@ -126,7 +126,7 @@ def check(cfg: DictConfig, argv: list[str]) -> Ready:
             "hydra.job.chdir=true would run the training inside its run directory, where relative paths "
             "(data.path, ckpt_path) no longer point where you typed them: leave it false"
         )
-    typed = reruns.typed_run_dir(argv)
+    typed = rundir.typed_run_dir(argv)
     launched = rundir.launched_run()
     if launched is not None or os.environ.get("SLURM_NTASKS", "1") != "1":  # several ranks
         from src.cluster.meeting import check_launched_run  # ranks that could never meet, refused
@@ -137,12 +137,12 @@ def check(cfg: DictConfig, argv: list[str]) -> Ready:
     if mine:
         rundir.check_not_in_use(typed)
         if not cfg.overwrite:
-            reruns.check_rerun(typed, cfg)
+            rundir.check_rerun(typed, cfg)
     ready = plan_and_build(cfg, typed or cfg.paths.log_dir, "hydra.run.dir" if typed else "paths.log_dir")
     if mine:
         rundir.take_run_dir(typed)
         if cfg.overwrite:  # the old run's files go, now that the directory is held
-            reruns.check_rerun(typed, cfg)
+            rundir.check_rerun(typed, cfg)
     return ready
 
 
@@ -162,7 +162,7 @@ def check_sweep_job(cfg: DictConfig, point: list[str]) -> None:
 
 
 def main() -> float | None:
-    sys.argv[1:] = reruns.continue_run(sys.argv[1:])  # Hydra reads the command line from sys.argv
+    sys.argv[1:] = rundir.continue_run(sys.argv[1:])  # Hydra reads the command line from sys.argv
     return command("train", task, check=check, check_sweep=check_sweep_job)
 
 

@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from src.model import checks
 from src.rules import one_line, positive_int
-from src.run import rundir  # noqa: F401  (registers the resolvers of the run's folder before any composing)
+from src.run import rundir  # its import registers the resolvers of the run's folder, before any composing
 from src.run.config import CONFIG_DIR, command_help, options, register
 from src.run.record import sweep_points
 
@@ -129,17 +129,6 @@ def job_config(cfg: DictConfig) -> DictConfig:
     return job
 
 
-def quoted(key: str, value: str | Path) -> str:
-    """`key='value'` in Hydra's syntax, so a path with spaces or other characters stays one value."""
-    text = str(value).replace("'", "\\'")
-    return f"{key}='{text}'"
-
-
-def pinned_run_dir(argv: list[str], run_dir: str) -> list[str]:
-    """The command line with the run directory the checks met, not one of a later ${now:...}."""
-    return [*(a for a in argv if not a.startswith("hydra.run.dir=")), quoted("hydra.run.dir", run_dir)]
-
-
 # hydra.help.template (conf/hydra/default.yaml and each command's YAML): Hydra's --help prints this text.
 OmegaConf.register_new_resolver("command_help", command_help, replace=True)
 import src.data.generated  # noqa: E402, F401  (registers ${generated_text:NAME}, a text made with a fixed seed)
@@ -235,11 +224,6 @@ def search_space_as_overrides(argv: list[str]) -> list[str]:
     ]
 
 
-def is_multirun(argv: list[str]) -> bool:
-    """-m, or a config that sets Hydra's mode to MULTIRUN (hparams_search=optuna does)."""
-    return any(a in ("-m", "--multirun") or a.startswith(("hparams_search=", "hydra.mode=MULTIRUN")) for a in argv)
-
-
 class Checked(NamedTuple):
     """A single run's command line, checked: its run directory, and what check returned."""
 
@@ -257,7 +241,7 @@ def check_command_line(
     """
     overrides = [a for a in argv if not a.startswith("-")]
     check_sweeper_keys(overrides)
-    if not is_multirun(argv):
+    if not rundir.is_multirun(argv):
         try:
             check_choices(overrides)
             composed = compose(config_name, overrides, with_hydra=True)
@@ -349,7 +333,7 @@ def command(
             if not full_errors and not any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
                 checked = check_command_line(config_name, argv, check, check_sweep)  # not --help, --cfg: nothing runs
             if checked is not None:
-                sys.argv[1:] = pinned_run_dir(argv, checked.run_dir)
+                sys.argv[1:] = rundir.pinned_run_dir(argv, checked.run_dir)
             register(config_name)
             return hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name=config_name)(guarded)()
     except KeyboardInterrupt:  # before training started

@@ -19,7 +19,7 @@ from src import train as train_module
 from src.rules import ConfigError
 from src.run import rundir
 from src.run.cli import compose, job_config
-from src.run.reruns import continue_run
+from src.run.rundir import continue_run
 from tests.helpers import tiny_training, train_in_process
 
 SETTINGS = ("trainer.max_steps=6", "trainer.val_check_interval=3", "sample.max_new_tokens=0")
