@@ -83,7 +83,7 @@ class TextDataModule(L.LightningDataModule):
     ):
         """tokenizer, corpus: what the run's plan already read (preflight.plan), so not read again.
 
-        Checks its settings and reads nothing: the plan constructs it before it opens the text."""
+        Checks its settings and reads nothing: the plan constructs it, once, with the text it opened."""
         super().__init__()
         rules.positive_int("model.context_window", context_window)
         rules.positive_int("data.batch_size", batch_size)
