@@ -299,31 +299,21 @@ def check_trainer(trainer: DictConfig) -> None:
         rules.refuse("trainer.overfit_batches", overfit, "0 or 1", "debug=overfit trains on one batch over and over")
     if trainer.log_every_n_steps is not None:
         rules.positive_int("trainer.log_every_n_steps", trainer.log_every_n_steps)
-    if trainer.get("check_val_every_n_epoch") is not None:  # 0 divided by zero inside Lightning
-        rules.positive_int(
-            "trainer.check_val_every_n_epoch", trainer.check_val_every_n_epoch, "or null to validate by steps"
-        )
+    every = trainer.get("check_val_every_n_epoch")
+    if every is not None:  # 0 divided by zero inside Lightning
+        rules.positive_int("trainer.check_val_every_n_epoch", every, "or null to validate by steps")
     profiler = trainer.get("profiler")
     if not (profiler is None or isinstance(profiler, DictConfig) or profiler in ("simple", "advanced", "pytorch")):
         rules.refuse("trainer.profiler", profiler, "null, simple, advanced or pytorch", "or use debug=profiler")
-    if trainer.gradient_clip_val is not None:
-        rules.finite(
-            "trainer.gradient_clip_val", trainer.gradient_clip_val, 0.0, "a finite number >= 0 (0 or null: off)"
-        )
+    clip = trainer.gradient_clip_val
+    if clip is not None:
+        rules.finite("trainer.gradient_clip_val", clip, 0.0, "a finite number >= 0 (0 or null turns clipping off)")
+    endless = "training batches are an endless stream with no epoch to limit; set trainer.max_steps instead"
     if trainer.limit_train_batches not in (None, 1.0):
-        rules.refuse(
-            "trainer.limit_train_batches",
-            trainer.limit_train_batches,
-            "null",
-            "training batches are an endless stream with no epoch to limit; set trainer.max_steps instead",
-        )
+        rules.refuse("trainer.limit_train_batches", trainer.limit_train_batches, "null", endless)
+    kept = "every run keeps checkpoints/best.ckpt and last.ckpt (debug=fast_dev_run is the run that saves none)"
     if trainer.enable_checkpointing is False:
-        rules.refuse(
-            "trainer.enable_checkpointing",
-            False,
-            "true",
-            "every run keeps checkpoints/best.ckpt and last.ckpt (debug=fast_dev_run is the run that saves none)",
-        )
+        rules.refuse("trainer.enable_checkpointing", False, "true", kept)
 
 
 def check_evaluate(cfg: DictConfig, argv: list[str]) -> None:
