@@ -34,7 +34,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("src.explorer",),  # the explorer page: a checkpoint's model running in one HTML file
     ("src.trackers",),  # logger=csv, mlflow, wandb, many: the trackers beside TensorBoard
     ("src.cluster",),  # the cluster wing: torchrun's ranks meeting, SLURM's requeue, a lost DDP rank
-    ("src.run.record", "src.run.rundir"),  # a run's result.json and exit status; its folder, ranks and lock
+    ("src.run.record",),  # a run's result.json and run name
+    ("src.run.rundir",),  # a run's folder, ranks and lock; a command typed again into it
     ("src.sweeps.resources",),  # a parallel sweep's jobs sharing the machine: threads, GPU slots
     ("src.sweeps.summary",),  # a multirun's main process: its start, its stop, its summary
     ("src.sweeps.job", "src.sweeps.callback", "src.sweeps.checks"),  # a job; the Hydra callback; the points
@@ -43,8 +44,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("src.run.config",),  # the schemas and the value checks
     ("src.run.resume",),  # what a resumed run checks of its checkpoint
     ("src.run.preflight", "src.run.cli"),  # the checks before a run; what every command shares
-    ("src.run.finish", "src.run.reruns"),  # how a run ends, or stops, in one line; a command typed again
-    ("src.run",),  # the harness' docstring: nothing to import
+    ("src.run.finish",),  # how a run ends, or stops, in one line
     # the commands
     ("src.train", "src.evaluate", "src.generate", "src.plot_attention", "src.explore", "src.export", "src.compare"),
     ("src.exercises.run",),  # python -m src.train with the learner's pieces swapped in

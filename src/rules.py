@@ -1,12 +1,6 @@
-"""Every rule a value must follow, written once.
-
-The pre-check of a command line (src/run/config.py, src/run/preflight.py), the classes the values
-configure (the DataModule, the windows, the callbacks) and the commands all call the rule here,
-so a limit and its message never differ between the place that checks early and the place that
-uses the value. Each rule raises ConfigError: one line naming the key and the fix.
-The model's own limits live in src/model/checks.py (the model imports nothing from here), and
-ConfigError is a kind of its InvalidModelConfig, so `except InvalidModelConfig` catches both.
-Nothing here imports torch, Lightning or Hydra.
+"""Every rule a value must follow, written once, for the classes the values configure and the
+commands: each raises ConfigError, one line naming the key and the fix. The model's own limits are
+src/model/checks.py's; ConfigError is a kind of its InvalidModelConfig. Imports no library.
 """
 
 from __future__ import annotations
@@ -52,8 +46,8 @@ def of_type(key: str, value: Any, kinds: tuple[type, ...], optional: bool = Fals
 
 
 def seed(key: str, value: Any, count: int = 1) -> None:
-    """A seed torch's CPU generator keeps whole: it keeps the lower 32 bits only (2**32 draws what 0
-    draws); `count` seeds from it (generate's sample i is seed + i) must all fit."""
+    """A seed torch's CPU generator keeps whole (its lower 32 bits only); generate's `count` samples
+    use seed + i, which must all fit."""
     if not (is_int(value) and 0 <= value and value + count - 1 < 2**32):
         fix = f"sample i uses seed + i, so seed + {count - 1} must be below 2**32 too" if count > 1 else ""
         refuse(key, value, "an integer in [0, 2**32)", fix)
@@ -77,11 +71,6 @@ def choice(key: str, value: Any, options: Sequence[str]) -> None:
     checks.choice(key, value, options, ConfigError)
 
 
-def boolean(key: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        refuse(key, value, "true or false")
-
-
 # ---------------------------------------------------------------------------- the data
 
 
@@ -97,9 +86,7 @@ def split_fractions(val_fraction: Any, test_fraction: Any) -> None:
 
 def window_fits(split: str, length: int, T: int, text: tuple[str, int] | None = None) -> None:
     """A split must hold one window: T characters and the next one as the target of the last.
-
-    text: (path, characters) of the whole text, to say "use a longer text" when no fraction can help.
-    """
+    text: (path, characters) of the whole text, to say "use a longer text" when no fraction can help."""
     if length >= T + 1:
         return
     if text is not None and text[1] < 4 * (T + 1):
@@ -134,10 +121,6 @@ def val_tokens(value: Any, T: int, key: str = "data.val_tokens") -> None:
 VAL_METRICS = ("val/loss", "val/ppl", "val/bpc", "val/acc")
 
 
-def monitored(key: str, value: Any) -> None:
-    choice(key, value, VAL_METRICS)
-
-
 # ---------------------------------------------------------------------------- sampling
 
 
@@ -146,8 +129,7 @@ def sampling(prefix: str, max_new_tokens: Any, temperature: Any, top_k: Any, top
     checks.sampling(prefix, max_new_tokens, temperature, top_k, top_p, ConfigError)
 
 
-# A sample keeps every id it drew (to print or log the text): the id tensor, the per-step ids
-# generate keeps for the other samples, and the text itself come to ~100 bytes per token.
+# A sample keeps every id it drew: the ids, their steps and the text come to ~100 bytes per token.
 BYTES_PER_SAMPLED_TOKEN = 100
 
 
@@ -169,9 +151,8 @@ def sample_fits(key: str, max_new_tokens: int, num_samples: int = 1) -> None:
 # ---------------------------------------------------------------------------- sweeps
 
 
-def sweep(jobs_per_gpu: Any, media: Any) -> None:
+def sweep(jobs_per_gpu: Any) -> None:
     positive_int("sweep.jobs_per_gpu", jobs_per_gpu, "e.g. sweep.jobs_per_gpu=2")
-    boolean("sweep.media", media)
 
 
 def launcher_jobs(n_jobs: Any) -> None:

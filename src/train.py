@@ -1,10 +1,9 @@
 """`python -m src.train [overrides]`: train, validate, checkpoint, log to TensorBoard, print a sample.
 
 The recipe of lightning-hydra-template's train(): plan (the config against the text, the checkpoint
-and the machine), build (data, model, callbacks, logger, trainer), fit, report. On the command line,
-`check` composes the config once before Hydra starts and plans and builds the run for its real
-directory, so bad input is refused with nothing written; `@hydra.main` then runs train() on the parts
-built. A sweep's job, or a config composed in Python, is planned and built inside train().
+and the machine), build (data, model, callbacks, logger, trainer), fit, report. The command line's
+`check` plans and builds before Hydra creates the run directory, so bad input is refused with nothing
+written; a sweep's job, or a config composed in Python, is planned and built inside train().
 """
 
 # ruff: noqa: E402  (the imports follow the signal handler, so that it covers them too)
@@ -19,6 +18,7 @@ if __name__ == "__main__":  # a stop signal while the libraries load: one line, 
         signal.signal(_signal, stop_outside_training)
 
 import logging
+import os
 import sys
 import time
 from contextlib import nullcontext
@@ -35,7 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 from src.data.datamodule import TextDataModule
 from src.model.language_model import count_parameters
 from src.rules import ConfigError
-from src.run import preflight, record, reruns, rundir
+from src.run import preflight, record, rundir
 from src.run.cli import command
 from src.run.finish import raise_if_interrupted, report, stops_in_one_line
 from src.training.callbacks import GracefulInterrupt, progress_bar_shown
@@ -61,13 +61,10 @@ class Ready(NamedTuple):
 
 
 def build(cfg: DictConfig, plan: preflight.Plan, module_class: type[GPTModule] = GPTModule) -> Run:
-    """The run's objects from a config and its plan: seed, data, model, callbacks, logger, trainer.
-
-    Constructors only: nothing is trained or written, so the command line builds before anything is
-    written. The benchmarks build here too (module_class: their variants), to measure what a run runs.
-    """
+    """The run's objects from a config and its plan, by constructors only: nothing is trained or
+    written. The benchmarks build here too (module_class: their variants)."""
     L.seed_everything(cfg.seed, workers=True, verbose=False)
-    datamodule = preflight.build_datamodule(cfg, plan.tokenizer, plan.corpus)
+    datamodule = plan.datamodule
     datamodule.setup("fit")  # splits the text the plan mapped (Lightning's own call is then free)
     lit = module_class(
         model=OmegaConf.to_container(cfg.model, resolve=True),
@@ -96,9 +93,7 @@ def plan_and_build(cfg: DictConfig, run_dir: str | Path, key: str) -> Ready:
 
 
 def train(cfg: DictConfig, ready: Ready | None = None) -> float:
-    """Train as configured; return the best validation loss (what sweepers minimise).
-
-    ready: the run as the command line planned and built it (check), else planned and built here."""
+    """Train as configured (ready: as check planned and built it); return the best validation loss."""
     started = time.time()
     where = "hydra.sweep.dir" if record.in_multirun() else "hydra.run.dir"
     plan, (datamodule, lit, trainer) = ready or plan_and_build(cfg, cfg.paths.output_dir, where)
@@ -124,26 +119,30 @@ def train(cfg: DictConfig, ready: Ready | None = None) -> float:
 
 
 def check(cfg: DictConfig, argv: list[str]) -> Ready:
-    """A single run planned and built before Hydra creates its directory (cfg.paths.output_dir names
-    it), refusing bad input with nothing written: the folder, its lock and its earlier run first."""
+    """A single run planned and built before Hydra creates its directory (cfg.paths.output_dir),
+    refusing bad input with nothing written: the folder, its lock and its earlier run first."""
     if any(a.startswith("hydra.job.chdir=") and a.split("=", 1)[1].lower() == "true" for a in argv):
         raise ConfigError(
             "hydra.job.chdir=true would run the training inside its run directory, where relative paths "
             "(data.path, ckpt_path) no longer point where you typed them: leave it false"
         )
-    typed = reruns.typed_run_dir(argv)
-    rundir.check_launched_run(typed is not None)
+    typed = rundir.typed_run_dir(argv)
+    launched = rundir.launched_run()
+    if launched is not None or os.environ.get("SLURM_NTASKS", "1") != "1":  # several ranks
+        from src.cluster.meeting import check_launched_run  # ranks that could never meet, refused
+
+        check_launched_run(launched, typed is not None)
     preflight.check_writable(typed or cfg.paths.log_dir)
     mine = typed is not None and rank_zero_only.rank == 0  # DDP's other ranks join the run rank 0 holds
     if mine:
         rundir.check_not_in_use(typed)
         if not cfg.overwrite:
-            reruns.check_rerun(typed, cfg)
+            rundir.check_rerun(typed, cfg)
     ready = plan_and_build(cfg, typed or cfg.paths.log_dir, "hydra.run.dir" if typed else "paths.log_dir")
     if mine:
         rundir.take_run_dir(typed)
         if cfg.overwrite:  # the old run's files go, now that the directory is held
-            reruns.check_rerun(typed, cfg)
+            rundir.check_rerun(typed, cfg)
     return ready
 
 
@@ -163,7 +162,7 @@ def check_sweep_job(cfg: DictConfig, point: list[str]) -> None:
 
 
 def main() -> float | None:
-    sys.argv[1:] = reruns.continue_run(sys.argv[1:])  # Hydra reads the command line from sys.argv
+    sys.argv[1:] = rundir.continue_run(sys.argv[1:])  # Hydra reads the command line from sys.argv
     return command("train", task, check=check, check_sweep=check_sweep_job)
 
 

@@ -49,6 +49,37 @@ def torchrun_store_address() -> tuple[str, int] | None:
     return os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
 
 
+# SLURM's step ids that are not an srun step: the batch script, the external container, salloc's shell.
+NOT_SRUN_STEPS = {"4294967294", "4294967295", "4294967293"}
+
+
+def started_by_srun() -> bool:
+    """Whether srun started this process as a task of a job step (not an sbatch script or salloc)."""
+    step = os.environ.get("SLURM_STEP_ID", os.environ.get("SLURM_STEPID"))
+    return step is not None and step not in NOT_SRUN_STEPS
+
+
+def check_launched_run(launched: tuple[str, str] | None, run_dir_typed: bool) -> None:
+    """Refuse ranks that could never meet: SLURM tasks that srun did not start (Lightning would wait
+    forever), torchrun without --rdzv-id and without a store to agree on a run directory through.
+    launched: src/run/rundir.py's launched_run()."""
+    tasks = os.environ.get("SLURM_NTASKS", "1")
+    interactive = os.environ.get("SLURM_JOB_NAME") in ("bash", "interactive")  # Lightning's own opt-out
+    if tasks.isdigit() and int(tasks) > 1 and not interactive and not started_by_srun():
+        raise ValueError(
+            f"SLURM promises {tasks} tasks (SLURM_NTASKS={tasks}), but srun did not start this process, so the "
+            f"other ranks would never come and the run would wait for them forever: start it with "
+            f"`srun python -m src.train ...` inside the job (or --ntasks=1 for one process)"
+        )
+    if launched is not None and launched[1] == "none" and not run_dir_typed and torchrun_store_address() is None:
+        raise ValueError(
+            "torchrun started this run without --rdzv-id and without a store of its own for its workers, so its "
+            "ranks cannot agree on one run directory: "
+            "give every torchrun the same --rdzv-id=<name> (the run goes to outputs/torchrun/<name>), "
+            "or the same hydra.run.dir=<folder>"
+        )
+
+
 def store(connect_seconds: float = 30) -> Store:
     """This run's part of torchrun's store (keys apart per restart of the worker group)."""
     global _store

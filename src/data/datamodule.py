@@ -76,7 +76,8 @@ class TextDataModule(L.LightningDataModule):
         tokenizer: CharTokenizer | None = None,
         corpus: EncodedCorpus | None = None,
     ):
-        """tokenizer, corpus: what the run's plan already read. Checks its settings and reads nothing."""
+        """tokenizer, corpus: what the run's plan read. Checks its settings and reads nothing: the plan
+        constructs it once, with the text it opened."""
         super().__init__()
         rules.positive_int("model.context_window", context_window)
         rules.positive_int("data.batch_size", batch_size)

@@ -1,11 +1,6 @@
-"""What every command shares: one-line errors, and checking a command line before Hydra runs it.
-
-Bad input raises a ValueError (or OSError) whose message names the fix; here it becomes
-`error: <message>` on stderr and exit status 2, never a stack trace. `command()` composes the
-command line once before Hydra starts (and creates a run directory): a wrong key, type or option,
-an unparsable value, or a config the command's own check refuses, ends with nothing written.
-`HYDRA_FULL_ERROR=1` shows full traces.
-"""
+"""What every command shares: the command line composed and checked before Hydra runs it (and
+creates a run directory), and bad input (a ValueError or OSError naming the fix) ended as one line,
+`error: <message>`, exit status 2; `HYDRA_FULL_ERROR=1` shows full traces."""
 
 from __future__ import annotations
 
@@ -31,7 +26,7 @@ from tqdm import tqdm
 
 from src.model import checks
 from src.rules import one_line, positive_int
-from src.run import rundir  # noqa: F401  (registers the resolvers of the run's folder before any composing)
+from src.run import rundir  # its import registers the resolvers of the run's folder, before any composing
 from src.run.config import CONFIG_DIR, command_help, options, register
 from src.run.record import sweep_points
 
@@ -69,8 +64,7 @@ def fail(message: str, status: int = 2) -> None:
 
 
 class ConsoleHandler(logging.StreamHandler):
-    """Hydra's console log handler, printing above a progress bar rather than onto its line
-    (tqdm.write clears the bar, prints, and draws it again)."""
+    """Hydra's console log handler, printing above a progress bar (tqdm.write), not onto its line."""
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -80,21 +74,17 @@ class ConsoleHandler(logging.StreamHandler):
 
 
 def pick_device(setting: str) -> torch.device:
-    """`auto` (a CUDA GPU, else Apple's MPS, else the CPU, as training's accelerator=auto picks), `cpu`,
-    `mps`, `cuda` or `cuda:N`; anything else, or a device this machine lacks, is refused with the fix."""
+    """`auto` (CUDA, else Apple's MPS, else the CPU, as accelerator=auto picks), cpu, mps, cuda or cuda:N."""
     import torch  # only the commands that load a model: composing a command line never needs it
 
+    cuda, mps = torch.cuda.is_available(), torch.backends.mps.is_available()
     if setting == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        return torch.device("mps" if torch.backends.mps.is_available() else "cpu")
+        return torch.device("cuda" if cuda else "mps" if mps else "cpu")
+    if setting == "mps" and not mps:
+        raise ValueError("device=mps asks for Apple's MPS, which this machine lacks: use device=cpu or device=auto")
     kind, _, index = setting.partition(":")
-    if setting == "mps":
-        if not torch.backends.mps.is_available():
-            raise ValueError("device=mps asks for Apple's MPS, which this machine lacks: use device=cpu or device=auto")
-        return torch.device("mps")
-    if setting == "cpu" or (kind == "cuda" and (not index or index.isdigit())):
-        if kind == "cuda" and not torch.cuda.is_available():
+    if setting in ("cpu", "mps") or (kind == "cuda" and (not index or index.isdigit())):
+        if kind == "cuda" and not cuda:
             raise ValueError(f"device={setting} asks for a GPU but none is available: use device=cpu or device=auto")
         if kind == "cuda" and index and int(index) >= torch.cuda.device_count():
             raise ValueError(f"device={setting}: there are only {torch.cuda.device_count()} GPUs; use device=cuda:0")
@@ -105,34 +95,24 @@ def pick_device(setting: str) -> torch.device:
 
 
 @contextmanager
-def composer(config_name: str) -> Iterator[Callable[[list[str]], DictConfig]]:
-    """compose(overrides) for several command lines, Hydra initialised once for all of them."""
-    os.environ.setdefault("PROJECT_ROOT", str(PROJECT_ROOT))
-    register(config_name)
-    with hydra.initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        yield lambda overrides: hydra.compose(config_name=config_name, overrides=overrides)
-
-
-def compose(config_name: str, overrides: list[str]) -> DictConfig:
-    """The config a command line would give, without running anything (hydra.* keys unavailable)."""
-    with composer(config_name) as compose_one:
-        return compose_one(overrides)
-
-
-def compose_run(config_name: str, overrides: list[str]) -> DictConfig:
-    """The config Hydra would run a command line with, its `hydra` node included (hydra.run.dir, the
-    job's logging): composed here to check it before Hydra starts and creates the run directory."""
+def composer(config_name: str, with_hydra: bool = False) -> Iterator[Callable[[list[str]], DictConfig]]:
+    """compose(overrides) for several command lines, Hydra initialised once for all of them;
+    with_hydra: the `hydra` node too (hydra.run.dir, the job's logging), as Hydra would run it."""
     os.environ.setdefault("PROJECT_ROOT", str(PROJECT_ROOT))
     register(config_name)
     with hydra.initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3", job_name=config_name):
-        return hydra.compose(config_name, overrides, return_hydra_config=True)
+        yield lambda overrides: hydra.compose(config_name, overrides, return_hydra_config=with_hydra)
+
+
+def compose(config_name: str, overrides: list[str], with_hydra: bool = False) -> DictConfig:
+    """The config a command line would give, without running anything (see composer)."""
+    with composer(config_name, with_hydra) as compose_one:
+        return compose_one(overrides)
 
 
 def job_config(cfg: DictConfig) -> DictConfig:
-    """Fix a single run's directory now, as Hydra's run would (hydra.run.dir with its ${now:...}, or
-    its torchrun/SLURM folder: src/run/rundir.py), and return the job's config (without `hydra`), whose
-    paths.output_dir names that folder: checks and parts meet the real run directory before it exists.
-
+    """Fix a single run's directory now, as Hydra's run would (its ${now:...} or torchrun/SLURM
+    folder), and return the job's config (without `hydra`), paths.output_dir naming that folder.
     Sets HydraConfig, as Hydra does before the task (command() restores it)."""
     with read_write(cfg.hydra), open_dict(cfg.hydra):
         if cfg.hydra.mode is None:
@@ -147,18 +127,6 @@ def job_config(cfg: DictConfig) -> DictConfig:
     with read_write(job), open_dict(job):
         del job["hydra"]
     return job
-
-
-def quoted(key: str, value: str | Path) -> str:
-    """`key='value'` in Hydra's syntax, so a path with spaces or other characters stays one value."""
-    text = str(value).replace("'", "\\'")
-    return f"{key}='{text}'"
-
-
-def pinned_run_dir(argv: list[str], run_dir: str) -> list[str]:
-    """The command line with the run directory the checks met, so that Hydra's own composition, a
-    moment later, makes that folder and not one of a later ${now:...}."""
-    return [*(a for a in argv if not a.startswith("hydra.run.dir=")), quoted("hydra.run.dir", run_dir)]
 
 
 # hydra.help.template (conf/hydra/default.yaml and each command's YAML): Hydra's --help prints this text.
@@ -233,8 +201,7 @@ Check = Callable[[DictConfig, list[str]], Any]
 
 
 def check_sweeper_keys(overrides: list[str]) -> None:
-    """The sweeper's own counts, typed: Hydra's keys are not in the schemas (n_trials=0 ended an Optuna
-    search with `ValueError: No trials are completed yet`, a traceback)."""
+    """The sweeper's own counts, which no schema types (n_trials=0 was a traceback from Optuna)."""
     for override in overrides:
         key, _, value = override.partition("=")
         if key in ("hydra.sweeper.n_trials", "hydra.sweeper.n_jobs"):
@@ -246,10 +213,8 @@ SEARCH_SPACE = "hydra.sweeper.params."
 
 
 def search_space_as_overrides(argv: list[str]) -> list[str]:
-    """`hydra.sweeper.params.model.num_heads=choice(3,5)`, a search space written the sweeper's own way, as
-    the override `model.num_heads=choice(3,5)` that Hydra takes on the command line (it refuses a sweep of
-    its own config, and the key is ours, not Hydra's). Hydra's sweepers (basic, Optuna) read their params
-    first and the command line's overrides after them: an override typed for the same key wins."""
+    """`hydra.sweeper.params.model.num_heads=choice(3,5)` as the override `model.num_heads=choice(3,5)`,
+    which Hydra takes on the command line; an override typed for the same key wins, as in the sweepers."""
     spaces = [a.lstrip("+").startswith(SEARCH_SPACE) for a in argv]
     typed = {a.split("=", 1)[0].lstrip("+~") for a, space in zip(argv, spaces, strict=True) if not space}
     return [
@@ -257,11 +222,6 @@ def search_space_as_overrides(argv: list[str]) -> list[str]:
         for a, space in zip(argv, spaces, strict=True)
         if not space or a.lstrip("+")[len(SEARCH_SPACE) :].split("=", 1)[0] not in typed
     ]
-
-
-def is_multirun(argv: list[str]) -> bool:
-    """-m, or a config that sets Hydra's mode to MULTIRUN (hparams_search=optuna does)."""
-    return any(a in ("-m", "--multirun") or a.startswith(("hparams_search=", "hydra.mode=MULTIRUN")) for a in argv)
 
 
 class Checked(NamedTuple):
@@ -276,18 +236,15 @@ def check_command_line(
 ) -> Checked | None:
     """Compose what argv asks for and run the command's check, exiting with one line if refused.
 
-    A single run is composed once, with its run directory resolved (job_config): check(cfg, argv) may
-    prepare the run there (train builds its parts), and returns what the task is handed. A multirun
-    composes every point (each bad one named) and runs check_sweep(cfg, point) on it; the rest of a
-    point's values are its job's to check, so that a bad point fails alone. A refusal every point
-    shares (a misspelt key) is said once. None then: Hydra composes and runs it.
+    A single run: check(cfg, argv) in its resolved run directory; what it returns is the task's. A
+    multirun: check_sweep(cfg, point) on every point, each bad one named (a refusal all share, once).
     """
     overrides = [a for a in argv if not a.startswith("-")]
     check_sweeper_keys(overrides)
-    if not is_multirun(argv):
+    if not rundir.is_multirun(argv):
         try:
             check_choices(overrides)
-            composed = compose_run(config_name, overrides)
+            composed = compose(config_name, overrides, with_hydra=True)
         except HydraException as err:
             fail(explain(err, config_name, overrides))
         except ValueError as err:  # Hydra's own, e.g. a config group set to null
@@ -321,17 +278,14 @@ def check_command_line(
 
 
 def escape_unencodable() -> None:
-    """Text the terminal's encoding cannot hold (CJK under LC_ALL=C, PYTHONIOENCODING=ascii) is written
-    escaped (`\\u65e5`), not lost: it was a UnicodeEncodeError traceback in the log, a missing sample,
-    and generate's `'ascii' codec can't encode` naming no key."""
+    """Text the terminal's encoding cannot hold (CJK under LC_ALL=C) written escaped, not a traceback."""
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
 
 
 def reader_gone() -> NoReturn:
-    """The reader of the output closed it (`generate ... | head -n 1`): not an error; stop quietly, with
-    stdout pointed at /dev/null so that the exit's flush does not fail again."""
+    """The reader closed the output (`generate ... | head -n 1`): stop quietly, stdout to /dev/null."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     sys.exit(0)
@@ -339,10 +293,7 @@ def reader_gone() -> NoReturn:
 
 @contextmanager
 def one_line_errors(full_errors: bool) -> Iterator[None]:
-    """A user's error ends in one line (the full traceback with HYDRA_FULL_ERROR=1); a closed pipe quietly.
-
-    Around both Hydra's task and the code before it, so every phase of a command refuses alike.
-    """
+    """A user's error ends in one line (the full traceback with HYDRA_FULL_ERROR=1); a closed pipe quietly."""
     try:
         yield
     except BrokenPipeError:
@@ -361,10 +312,9 @@ def command(
 ) -> Any:
     """Run task(cfg) as a Hydra command reading conf/<config_name>.yaml, with one-line errors.
 
-    check(cfg, argv) may refuse a single run, check_sweep(cfg, point) each point of a multirun, before
-    Hydra creates a run directory: the command line is composed for the checks, then by hydra.main for
-    the run, in the run directory the checks met. What check returns (train: the run's parts, built)
-    is handed to the task as task(cfg, prepared). --help, --cfg and HYDRA_FULL_ERROR=1 skip the checks.
+    The checks (check_command_line) run before hydra.main, which then composes again in the run
+    directory they met; what check returned is handed on as task(cfg, prepared). --help, --cfg and
+    HYDRA_FULL_ERROR=1 skip them.
     """
     os.environ.setdefault("PROJECT_ROOT", str(PROJECT_ROOT))
     full_errors = os.environ.get("HYDRA_FULL_ERROR") == "1"
@@ -383,7 +333,7 @@ def command(
             if not full_errors and not any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
                 checked = check_command_line(config_name, argv, check, check_sweep)  # not --help, --cfg: nothing runs
             if checked is not None:
-                sys.argv[1:] = pinned_run_dir(argv, checked.run_dir)
+                sys.argv[1:] = rundir.pinned_run_dir(argv, checked.run_dir)
             register(config_name)
             return hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name=config_name)(guarded)()
     except KeyboardInterrupt:  # before training started

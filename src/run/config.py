@@ -1,13 +1,8 @@
-"""Config schemas: what each key under conf/ may hold, enforced by OmegaConf when Hydra composes.
-
-One schema per concept, registered in Hydra's ConfigStore; every YAML file under conf/ names its
-schema first in its defaults list. OmegaConf itself then refuses unknown keys and values of the
-wrong type (`model.embedding_dim=64.5`), naming the key. The schemas of the model, the data and
-the Trainer are read off the classes they configure (GPTConfig, the DataModule's and the
-Trainer's constructors), so every argument of those is a key and no list is kept twice.
-What a type cannot say (heads that divide the width, a positive batch) each class checks in its
-constructor, naming the key; `check_values` calls the model config's, and holds the optimizers'
-and the Trainer's rules (the Trainer is Lightning's, and refuses some values without the key).
+"""Config schemas, registered in Hydra's ConfigStore and named first in each YAML file's defaults
+list: OmegaConf refuses unknown keys and wrong types, naming the key. The model's, the data's and the
+Trainer's are read off the classes they configure, so no list of keys is kept twice. `check_values`
+holds the rules a type cannot say that no constructor of ours checks (the optimizers', the Trainer's);
+`command_help` is `--help`'s text.
 """
 
 from __future__ import annotations
@@ -52,10 +47,8 @@ def omegaconf_type(hint: Any) -> Any:
 def schema_of(
     target: Callable, name: str, skip: tuple[str, ...] = (), help: dict[str, str] | None = None, **extra: Any
 ) -> type:
-    """A dataclass with one typed field per parameter of `target` (a class), plus `extra` fields.
-
-    Each field keeps its one line for --help (metadata["help"]): a dataclass target's own fields'
-    lines, else `help`'s."""
+    """A dataclass with one typed field per parameter of `target` (a class), plus `extra` fields, each
+    with its one line for --help (metadata["help"]): a dataclass target's own, else `help`'s."""
     hints = typing.get_type_hints(target.__init__)
     lines = dict(help or {})
     if dataclasses.is_dataclass(target):
@@ -108,8 +101,7 @@ class SweepSchema:
     """Multirun settings (docs/sweeps.md)."""
 
     jobs_per_gpu: int = setting(1, "hydra/launcher=parallel on a GPU machine: how many jobs share each GPU")
-    # Sweep jobs skip the TensorBoard text sample, attention maps and final printed sample (they
-    # cost more than a small job's training); true keeps them, as does setting one of those keys.
+    # Sweep jobs skip the samples and attention maps, which cost more than a small job's training.
     media: bool = setting(False, "true: sweep jobs keep their samples and attention maps")
 
 
@@ -183,8 +175,7 @@ class ExploreSchema:
 
 
 def register(config_name: str) -> None:
-    """Put the schemas a command composes into Hydra's ConfigStore, where conf/'s defaults lists find
-    them. Only `train` reads the DataModule's and the Trainer's: sampling never imports Lightning."""
+    """Put a command's schemas into Hydra's ConfigStore; only `train`'s import Lightning."""
     store = ConfigStore.instance()
     store.store(name="generate_schema", node=GenerateSchema)
     store.store(name="evaluate_schema", node=EvaluateSchema)
@@ -225,7 +216,6 @@ DATA_SET_BY_TRAIN = ("tokenizer", "corpus", "context_window")
 
 
 # ---------------------------------------------------------------------------- values
-# Each rule is written once in src/rules.py; these functions say which keys it applies to.
 
 
 def check_model(model: DictConfig) -> None:
@@ -273,8 +263,7 @@ PRECISIONS += ("transformer-engine", "transformer-engine-float16")
 
 
 def trainer_refuses(key: str, value: Any, takes: str) -> NoReturn:
-    """A value Lightning's Trainer documents it does not take, refused here naming the key (its own
-    error, raised from inside its accelerator connector, names neither the key nor the fix)."""
+    """A value Lightning's Trainer documents it does not take (its own error names no key)."""
     raise ConfigError(f"trainer.{key}={typed(value)}: Trainer refuses it: {key} takes {takes}")
 
 
@@ -310,36 +299,21 @@ def check_trainer(trainer: DictConfig) -> None:
         rules.refuse("trainer.overfit_batches", overfit, "0 or 1", "debug=overfit trains on one batch over and over")
     if trainer.log_every_n_steps is not None:
         rules.positive_int("trainer.log_every_n_steps", trainer.log_every_n_steps)
-    if trainer.get("check_val_every_n_epoch") is not None:  # 0 divided by zero inside Lightning
-        rules.positive_int(
-            "trainer.check_val_every_n_epoch", trainer.check_val_every_n_epoch, "or null to validate by steps"
-        )
+    every = trainer.get("check_val_every_n_epoch")
+    if every is not None:  # 0 divided by zero inside Lightning
+        rules.positive_int("trainer.check_val_every_n_epoch", every, "or null to validate by steps")
     profiler = trainer.get("profiler")
     if not (profiler is None or isinstance(profiler, DictConfig) or profiler in ("simple", "advanced", "pytorch")):
         rules.refuse("trainer.profiler", profiler, "null, simple, advanced or pytorch", "or use debug=profiler")
     clip = trainer.gradient_clip_val
     if clip is not None:
         rules.finite("trainer.gradient_clip_val", clip, 0.0, "a finite number >= 0 (0 or null turns clipping off)")
+    endless = "training batches are an endless stream with no epoch to limit; set trainer.max_steps instead"
     if trainer.limit_train_batches not in (None, 1.0):
-        rules.refuse(
-            "trainer.limit_train_batches",
-            trainer.limit_train_batches,
-            "null",
-            "training batches are an endless stream with no epoch to limit; set trainer.max_steps instead",
-        )
+        rules.refuse("trainer.limit_train_batches", trainer.limit_train_batches, "null", endless)
+    kept = "every run keeps checkpoints/best.ckpt and last.ckpt (debug=fast_dev_run is the run that saves none)"
     if trainer.enable_checkpointing is False:
-        rules.refuse(
-            "trainer.enable_checkpointing",
-            False,
-            "true",
-            "every run keeps checkpoints/best.ckpt and last.ckpt (debug=fast_dev_run is the run that saves none)",
-        )
-
-
-def check_sample(key: str, sample: DictConfig) -> None:
-    """Sampling settings, also of callbacks (whose configs have no schema: types are checked here)."""
-    rules.sampling(f"{key}.", sample.max_new_tokens, sample.temperature, sample.get("top_k"), sample.get("top_p"))
-    rules.sample_fits(f"{key}.max_new_tokens", sample.max_new_tokens)
+        rules.refuse("trainer.enable_checkpointing", False, "true", kept)
 
 
 def check_evaluate(cfg: DictConfig, argv: list[str]) -> None:
@@ -351,10 +325,9 @@ def check_evaluate(cfg: DictConfig, argv: list[str]) -> None:
 
 
 def check_precision(cfg: DictConfig) -> None:
-    """fp16 scales the loss and a fused AdamW unscales the gradients inside its own step, after the
-    clipping of GPTModule.configure_gradient_clipping: it would clip gradients still scaled by 2^16.
-    (Lightning refuses this pairing in its own clipping, which ours replaces.) On the CPU Lightning
-    trains 16-mixed as bf16-mixed, without a scaler."""
+    """fp16 with a fused AdamW would clip gradients still scaled by 2^16: the fused step unscales
+    them after our clipping (Lightning's own clipping, which ours replaces, refuses the pair). On the
+    CPU Lightning trains 16-mixed as bf16-mixed, without a scaler."""
     precision, clip = str(cfg.trainer.precision), cfg.trainer.gradient_clip_val
     if precision in ("16", "16-mixed") and cfg.optimizer.get("fused") and clip and cfg.trainer.accelerator != "cpu":
         raise ConfigError(
@@ -383,50 +356,34 @@ def check_values(cfg: DictConfig) -> None:
     check_optimizer(cfg.optimizer)
     check_trainer(cfg.trainer)
     check_precision(cfg)
-    check_sample("sample", cfg.sample)
+    s = cfg.sample
+    rules.sampling("sample.", s.max_new_tokens, s.temperature, s.top_k, s.top_p)
+    rules.sample_fits("sample.max_new_tokens", s.max_new_tokens)
     checkpoint = cfg.callbacks.get("model_checkpoint") if cfg.callbacks is not None else None
     if checkpoint is not None and "monitor" in checkpoint:
-        rules.monitored("callbacks.model_checkpoint.monitor", checkpoint.monitor)
+        rules.choice("callbacks.model_checkpoint.monitor", checkpoint.monitor, rules.VAL_METRICS)
     heads = (cfg.get("callbacks") or {}).get("head_scores")
     if heads is not None and cfg.model.context_window < 4:
         raise ConfigError(
             f"callbacks.head_scores needs model.context_window >= 4 (its probe is a string written twice), "
             f"got {cfg.model.context_window}: widen the window, or callbacks.head_scores=null"
         )
-    rules.sweep(cfg.sweep.jobs_per_gpu, cfg.sweep.media)
+    rules.sweep(cfg.sweep.jobs_per_gpu)
 
 
 # ---------------------------------------------------------------------------- --help
-# hydra.help.template is ${command_help:<command>}: Hydra's --help prints this text, made from the
-# config it composed (each key's default) and the schemas (each key's line, metadata["help"]).
+# hydra.help.template is ${command_help:<command>}: each key's default from the config Hydra
+# composed, its line from its schema field (metadata["help"]).
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "conf"
 # The keys people change most, as `--help` lists them; a command not named here lists all its own keys.
 COMMON_KEYS = {
     "train": (
-        "model.num_heads",
-        "model.embedding_dim",
-        "model.context_window",
-        "model.num_layers",
-        "model.positional",
-        "model.dropout",
-        "model.norm",
-        "model.activation",
-        "data.batch_size",
-        "data.path",
-        "data.val_tokens",
-        "data.sampling",
-        "optimizer.lr",
-        "optimizer.warmup_steps",
-        "trainer.max_steps",
-        "trainer.val_check_interval",
-        "trainer.log_every_n_steps",
-        "seed",
-        "ckpt_path",
-        "finetune",
-        "sample.prompt",
-        "explorer",
-    ),
+        "model.num_heads model.embedding_dim model.context_window model.num_layers model.positional model.dropout "
+        "model.norm model.activation data.batch_size data.path data.val_tokens data.sampling optimizer.lr "
+        "optimizer.warmup_steps trainer.max_steps trainer.val_check_interval trainer.log_every_n_steps seed "
+        "ckpt_path finetune sample.prompt explorer"
+    ).split(),
 }
 
 
@@ -468,11 +425,6 @@ def options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
 
 
-def listed_keys(config_name: str, cfg: DictConfig) -> list[str]:
-    """The keys --help lists: the command's common keys, or all its own (not paths, not hydra)."""
-    return list(COMMON_KEYS.get(config_name) or [k for k in cfg if k not in ("hydra", "paths")])
-
-
 def command_help(config_name: str, *, _root_: DictConfig) -> str:
     """The whole --help text of one command, from the config Hydra composed for it (_root_)."""
     width = min(shutil.get_terminal_size((100, 24)).columns, 120)
@@ -491,7 +443,7 @@ def command_help(config_name: str, *, _root_: DictConfig) -> str:
         for group, default in groups.items():
             for option in options(group):
                 out += row(f"{group}={option} {'*' if option == default else ' '}", option_line(group, option), pad)
-    names = listed_keys(config_name, _root_)
+    names = COMMON_KEYS.get(config_name) or [k for k in _root_ if k not in ("hydra", "paths")]
     shown = {
         name: typed(OmegaConf.to_container(OmegaConf.create({"v": OmegaConf.select(_root_, name)}))["v"])
         for name in names

@@ -28,8 +28,7 @@ log = logging.getLogger(__name__)
 
 
 def in_memory_best(trainer: Any, lit: Any) -> Trained | None:
-    """The model in memory as best.ckpt holds it, when best.ckpt was written at the step training
-    ended on (the usual case: the final validation was the best), sparing a read of the file."""
+    """The model in memory, when best.ckpt was written at the step training ended on (sparing its read)."""
     from src.training.checkpoint import Trained
 
     best_score = getattr(trainer.checkpoint_callback, "best_model_score", None)
@@ -71,7 +70,7 @@ def write_result(cfg: DictConfig, trainer: Any, lit: Any, started: float) -> Non
 
 
 def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, started: float) -> float:
-    """result.json for sweeps, the best val loss, a sample from the best checkpoint, the explorer page."""
+    """result.json, the best val loss, a sample from the best checkpoint, the explorer page."""
     best, best_path = lit.best_val_loss, best_checkpoint(trainer)
     if not trainer.is_global_zero:
         return best

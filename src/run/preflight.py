@@ -1,14 +1,6 @@
-"""Everything a training run checks before it starts, so that bad input is refused up front.
-
-`plan(cfg)` reads a composed train config against what it will meet (its values, the text, the
-checkpoint it resumes, the prompts of its samples) and returns what the run takes from that
-reading. The parts the run is made of (DataModule, callbacks, logger, Trainer) are built once, by
-`part()`, which says what a class refuses in one line naming the key; their constructors train
-and write nothing. The command line plans and builds before Hydra creates the run directory (its
-folder already resolved), so a refused run has written nothing, and hands the built run to train();
-train() plans and builds itself only a config the command line did not (sweep jobs, runs started
-from Python), so every run is checked the same way.
-"""
+"""What a training run checks before it starts: `plan(cfg)` reads a composed config against the
+text, the checkpoint it resumes and the machine; `part()` builds each part of the run (DataModule,
+callbacks, logger, Trainer) once, saying what a class refuses in one line naming the key."""
 
 from __future__ import annotations
 
@@ -54,6 +46,7 @@ class Plan:
     resume: Path | None
     prompts: dict[str, str]  # "sample" and each prompted callback -> the prompt it uses
     corpus: EncodedCorpus
+    datamodule: Any  # the run's TextDataModule, not yet set up
 
 
 def open_text(data: DictConfig) -> EncodedCorpus:
@@ -123,8 +116,7 @@ def memory_needed(cfg: DictConfig, vocab_size: int) -> float:
 
 
 def training_device(trainer_cfg: DictConfig) -> str | None:
-    """The device kind trainer.accelerator takes here, as Lightning picks it (cuda, mps or cpu), or None
-    when it asks for one this machine lacks."""
+    """cuda, mps or cpu, as Lightning picks for trainer.accelerator here; None: one this machine lacks."""
     accelerator = str(trainer_cfg.accelerator)
     if accelerator in ("gpu", "cuda", "auto") and torch.cuda.is_available():
         return "cuda"
@@ -134,8 +126,8 @@ def training_device(trainer_cfg: DictConfig) -> str | None:
 
 
 def device_memory(trainer_cfg: DictConfig) -> tuple[float, str]:
-    """Bytes one training process may use, and where: each GPU holds a whole replica under DDP, so the
-    smallest GPU it uses; on a CPU (and Apple's unified memory) the machine's RAM."""
+    """Bytes one training process may use, and where: the smallest GPU it uses (DDP: a replica on each),
+    else the machine's RAM."""
     if training_device(trainer_cfg) == "cuda":
         devices = trainer_cfg.devices
         indices = list(devices) if isinstance(devices, (list, ListConfig)) else range(torch.cuda.device_count())
@@ -275,9 +267,8 @@ def check_types(key: str, spec: DictConfig, cls: type, given: dict[str, Any]) ->
 
 
 def build_callbacks(cfg: DictConfig, prompts: dict[str, str], progress_bar: bool) -> list[L.Callback]:
-    """The configured callbacks (prompts resolved against the text): the progress bar when it is
-    shown, else plain progress lines. The one not shown is constructed too, and left out, so that
-    its keys are refused whichever the terminal is."""
+    """The configured callbacks: the progress bar or plain progress lines, both built (their keys
+    refused whichever the terminal is), one kept."""
     callbacks = []
     for name, spec in cfg.callbacks.items():
         if spec is None:
@@ -308,23 +299,13 @@ def build_trainer(cfg: DictConfig, callbacks: list[L.Callback], logger: Any, pro
 
 
 def build_logger(cfg: DictConfig, version: str) -> Any:
-    """The configured logger, its run named `version` (a sweep job's overrides); False for ~logger,
-    where Lightning would otherwise add its own."""
+    """The configured logger, its run named `version`; False for ~logger (else Lightning adds one)."""
     return part("logger", cfg.logger, version=version) if cfg.logger is not None else False
-
-
-def build_datamodule(
-    cfg: DictConfig, tokenizer: CharTokenizer | None = None, corpus: EncodedCorpus | None = None
-) -> Any:
-    """The DataModule, handed the one window length there is (the model's) and what the plan read
-    (none yet: the plan builds one first, for its constructor to refuse bad data.* settings)."""
-    return part("data", cfg.data, context_window=cfg.model.context_window, tokenizer=tokenizer, corpus=corpus)
 
 
 def plan(cfg: DictConfig) -> Plan:
     """Check a composed train config against everything it will meet; raise ConfigError naming the fix."""
     check_values(cfg)
-    build_datamodule(cfg)  # data.*: TextDataModule's own checks, before the text is opened (or encoded)
     check_accelerator(cfg.trainer)
     warn_slow_bfloat16(cfg)
     resume, checkpoint = None, None
@@ -340,12 +321,15 @@ def plan(cfg: DictConfig) -> Plan:
         from src.run.resume import check_resume  # the checkpoint against the config and the text
 
         tokenizer = check_resume(checkpoint, resume, cfg, corpus)
+    if tokenizer.vocab != corpus.vocab:  # a checkpoint's larger vocabulary: the text encoded with its ids
+        corpus = open_corpus(corpus.source, cfg.data.cache_dir, tokenizer.vocab)
+    # data.*: the DataModule's own checks; it is handed the one window length there is (the model's)
+    T = cfg.model.context_window
+    datamodule = part("data", cfg.data, context_window=T, tokenizer=tokenizer, corpus=corpus)
     check_windows_fit(cfg, corpus)
     check_memory(cfg, tokenizer.vocab_size)
     prompts = resolve_prompts(cfg, tokenizer, opening(corpus.source))
-    if tokenizer.vocab != corpus.vocab:  # a checkpoint's larger vocabulary: the text encoded with its ids
-        corpus = open_corpus(corpus.source, cfg.data.cache_dir, tokenizer.vocab)
-    return Plan(tokenizer, resume, prompts, corpus)
+    return Plan(tokenizer, resume, prompts, corpus, datamodule)
 
 
 # ---------------------------------------------------------------------------- the run directory
@@ -379,10 +363,8 @@ def checkpoint_bytes(cfg: DictConfig, vocab_size: int) -> int:
 
 
 def disk_needed(cfg: DictConfig, vocab_size: int, run_dir: Path) -> int:
-    """Bytes a run writes at most into run_dir, beyond what is there: best.ckpt and last.ckpt, plus a
-    third copy while one is replaced (written whole beside the old one, then renamed over it), the
-    explorer page (weights inline, about 6 bytes per parameter) and RUN_FILES. A resumed run's own
-    best.ckpt and last.ckpt are already counted on the disk."""
+    """Bytes a run writes at most into run_dir beyond the checkpoints there: best.ckpt and last.ckpt,
+    a third copy while one is replaced, the explorer page (~6 bytes per parameter) and RUN_FILES."""
     checkpoint = checkpoint_bytes(cfg, vocab_size)
     page = 6 * parameters(cfg.model, vocab_size) + 2**17 if cfg.get("explorer") else 0
     there = sum(f.stat().st_size for f in (run_dir / "checkpoints").glob("*.ckpt") if f.is_file())
@@ -394,9 +376,8 @@ def megabytes(n: float) -> str:
 
 
 def check_free_space(cfg: DictConfig, vocab_size: int, run_dir: str | Path, key: str) -> None:
-    """Refuse a run whose checkpoints could not fit on the disk of run_dir (`key` names where it is
-    chosen: hydra.run.dir or paths.log_dir), before anything is written: a full disk would
-    otherwise fail the run at its first write, or at its first checkpoint after minutes."""
+    """Refuse a run whose checkpoints could not fit on the disk of run_dir (`key` chooses it), before
+    anything is written, rather than fail at its first checkpoint minutes later."""
     path = Path(run_dir).expanduser().absolute()
     existing = next(p for p in [path, *path.parents] if p.exists())
     needed, free = disk_needed(cfg, vocab_size, path), shutil.disk_usage(existing).free
@@ -413,8 +394,7 @@ DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 def disk_full(cfg: DictConfig, vocab_size: int, run_dir: Path, err: OSError) -> str:
-    """A write that found the disk full mid-run (the pre-check saw room, then something else took
-    it), in one line: where, how much the run needs, and the newest checkpoint that is kept."""
+    """A disk found full mid-run, in one line: where, how much the run needs, and what is kept."""
     file = f": {err.filename}" if err.filename else ""
     needed, free = disk_needed(cfg, vocab_size, run_dir), shutil.disk_usage(run_dir).free
     return (

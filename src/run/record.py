@@ -1,8 +1,5 @@
-"""A run's record: its result.json and its run name.
-
-Each run writes `result.json` into its directory, with its run name (the overrides a sweep varies);
-a resume, a sweep's rerun and its summary read it back.
-"""
+"""A run's record: its result.json, with its run name (the overrides a sweep varies), which a
+resume, a sweep's rerun and its summary read back."""
 
 from __future__ import annotations
 
@@ -21,8 +18,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 RESULT = "result.json"
-# Overrides that say where or how a job runs, not what it trains: never part of a run name, nor of
-# what makes two jobs the same job (a sweep job resumed with `python -m src.train ckpt_path=<job>`).
+# Overrides that say where or how a job runs, not what it trains: never part of a run name or a job's identity.
 NOT_HYPERPARAMETERS = ("paths.", "hydra.", "ckpt_path", "overwrite", "progress_bar", "sample.", "sweep.")
 
 
@@ -46,16 +42,15 @@ def swept_keys(hydra_cfg: DictConfig) -> set[str]:
 
 @functools.cache
 def swept_on_command_line(sweep_file: str, modified_ns: int) -> frozenset[str]:
-    """The keys given sweep syntax in multirun.yaml's command line. Read once per sweep: a job
-    asks three times (its run name, result.json twice); what parsing it costs a sweep: BENCHMARKS.md, "Sweeps"."""
+    """The keys given sweep syntax in multirun.yaml's command line, read once per sweep (BENCHMARKS.md, "Sweeps")."""
     original = OmegaConf.load(sweep_file).hydra.overrides.task
     overrides = OverridesParser.create().parse_overrides(list(original))
     return frozenset(o.get_key_element() for o in overrides if o.is_sweep_override())
 
 
 def varied_keys() -> list[str]:
-    """The keys that set this run apart, as typed (`model.num_heads`): a sweep's swept keys, or the
-    keys a single run's command line set; never where or how it runs (NOT_HYPERPARAMETERS)."""
+    """The keys that set this run apart (`model.num_heads`): a sweep's swept keys, or those a single
+    run's command line set; never NOT_HYPERPARAMETERS."""
     if not HydraConfig.initialized():
         return []
     if in_multirun():
@@ -80,8 +75,7 @@ def name_of(overrides: Sequence[str], swept: set[str] | frozenset[str]) -> str:
 
 
 def same_job(recorded: Sequence[str] | None, overrides: Sequence[str]) -> bool:
-    """Whether a job directory's record is this job's: the same hyperparameters, wherever and however it
-    ran (a record without overrides predates them: taken as this job's)."""
+    """Whether a job directory's record is this job's: the same hyperparameters (none recorded: yes)."""
 
     def hyperparameters(given: Sequence[str]) -> dict[str, str]:  # the last of a key wins, as in Hydra
         kept = [o for o in given if not o.lstrip("+~").startswith(NOT_HYPERPARAMETERS)]
@@ -91,8 +85,7 @@ def same_job(recorded: Sequence[str] | None, overrides: Sequence[str]) -> bool:
 
 
 def resumable(record: dict[str, Any]) -> bool:
-    """A record of a job that stopped before its end and may go on from its last.ckpt: still running
-    when its process died, stopped by a signal, or failed because its worker was killed."""
+    """A job that stopped before its end (died, signalled, its worker killed) and may go on from last.ckpt."""
     return record.get("status") in ("running", "interrupted") or bool(record.get("resumable"))
 
 
@@ -117,9 +110,8 @@ def read_result(job_dir: Path) -> dict[str, Any] | None:
 
 
 def run_state(run_dir: Path) -> str | None:
-    """What a run directory holds that a new run there would overwrite: "finished" (its result.json
-    says it ended), "interrupted" (a checkpoint without an end: stopped, killed, failed), or None
-    (nothing saved: a new run loses nothing)."""
+    """What a new run in run_dir would overwrite: "finished", "interrupted" (a checkpoint without an
+    end) or None (nothing saved)."""
     done = read_result(run_dir)
     if done is not None and not resumable(done) and done.get("status") != "failed":
         return "finished"
@@ -129,7 +121,7 @@ def run_state(run_dir: Path) -> str | None:
 
 
 def saved_overrides(run_dir: Path) -> list[str] | None:
-    """The overrides a run directory's run was started with (Hydra's .hydra/overrides.yaml), if any."""
+    """The overrides run_dir's run was started with (Hydra's .hydra/overrides.yaml), if any."""
     saved = run_dir / ".hydra" / "overrides.yaml"
     try:
         return [str(o) for o in OmegaConf.load(saved)] if saved.is_file() else None
@@ -139,7 +131,7 @@ def saved_overrides(run_dir: Path) -> list[str] | None:
 
 def sweep_points(overrides: list[str]) -> list[list[str]]:
     """Every combination a basic multirun would launch (`a=1,2 b=3,4` gives four), in its order; a key
-    given twice (the sweeper's params, then the command line) takes the later value, at its first place."""
+    given twice takes the later value, at its first place."""
     choices: dict[str, list[str]] = {}
     for o in OverridesParser.create().parse_overrides(overrides):
         try:

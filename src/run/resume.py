@@ -56,19 +56,16 @@ def check_resume(checkpoint: dict[str, Any], path: Path, cfg: DictConfig, corpus
 
 
 def unrecorded_end(path: Path) -> bool:
-    """Whether `path` is the last.ckpt of a run killed after its last step and before its result.json said
-    so (`kill -9` in those milliseconds): resuming it trains nothing, and records the run's end."""
+    """Whether `path` is the last.ckpt of a run killed after its last step, before its result.json:
+    resuming it trains nothing, and records the run's end."""
     run_dir = path.parent.parent
     record = read_result(run_dir)
     return path.name == "last.ckpt" and path.parent.name == "checkpoints" and (record is None or resumable(record))
 
 
 def check_same_text(saved: dict[str, Any], path: Path, cfg: DictConfig, corpus: EncodedCorpus) -> None:
-    """A resume continues on the run's own text; another text (fine-tuning) must be asked for.
-
-    The checkpoint records its text's sha256 (checkpoints from before that: its path), so a text
-    edited or appended to since is caught too, not only one with unknown characters.
-    """
+    """A resume continues on the run's own text (its sha256; older checkpoints: its path); another
+    text, fine-tuning, must be asked for with finetune=true."""
     if cfg.finetune:
         return
     was_sha, was_path = saved.get("sha256"), saved.get("path")

@@ -1,29 +1,31 @@
-"""A run's folder: where torchrun's and SLURM's ranks find one run directory, which rank writes,
-and the lock that keeps a second training out of it.
-
-The resolvers the configs use for the run's folder and its logs (run_folder, rank_zero, rank_log,
-conf/hydra/default.yaml) are registered here; src/run/cli.py imports this module before composing.
-"""
+"""A run's folder: where torchrun's and SLURM's ranks find one run directory and which rank writes
+(the resolvers of conf/hydra/default.yaml, registered on import), its lock, and a command typed again
+into it: continued (`ckpt_path=<run>`, an interrupted run's own command, a requeued SLURM job), or
+refused where it would overwrite another run."""
 
 from __future__ import annotations
 
 import fcntl
 import os
+import shutil
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from omegaconf import OmegaConf
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
 
 from src.rules import ConfigError, RunDirInUse
+from src.run import record
 
 LOCK = ".lock"
 
 
 def launched_rank() -> int:
-    """This process's rank as the launcher that started it set it (torchrun: RANK; Lightning's own
-    ranks: LOCAL_RANK; srun: SLURM_PROCID; Lightning reads the same variables in this order), or 0.
-    Hydra names the run's files from it before Lightning knows the rank."""
+    """This process's rank as its launcher set it (RANK, LOCAL_RANK, SLURM_PROCID, in Lightning's
+    order), or 0: Hydra names the run's files before Lightning knows the rank."""
     for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID"):
         if os.environ.get(key, "").isdigit():
             return int(os.environ[key])
@@ -31,12 +33,8 @@ def launched_rank() -> int:
 
 
 def launched_run() -> tuple[str, str] | None:
-    """(launcher, run id) when torchrun or srun started this run as several processes, else None.
-
-    Each of them composes the run directory on its own: they agree on one through an id all share,
-    torchrun's --rdzv-id (TORCHELASTIC_RUN_ID) or SLURM's job and step, or, under torchrun without
-    --rdzv-id (its id is then 'none'), through torchrun's store (src/cluster/meeting.py).
-    """
+    """(launcher, run id) when torchrun or srun started this run as several processes, else None: an
+    id they all share (torchrun's --rdzv-id, 'none' without one; SLURM's job and step)."""
     if "TORCHELASTIC_RUN_ID" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1:
         return "torchrun", os.environ["TORCHELASTIC_RUN_ID"]
     if "SLURM_JOB_ID" in os.environ and int(os.environ.get("SLURM_NTASKS", "1")) > 1:
@@ -45,9 +43,8 @@ def launched_run() -> tuple[str, str] | None:
 
 
 def run_folder(timestamped: str) -> str:
-    """hydra.run.dir below paths.log_dir: torchrun/<rdzv id> or slurm/<job>.<step> for a run of
-    several launched processes, so every rank finds the same one; torchrun without --rdzv-id: rank
-    0's <date>/<time>, which the others read from torchrun's store; else <date>/<time>."""
+    """hydra.run.dir below paths.log_dir: torchrun/<rdzv id> or slurm/<job>.<step>, the same for every
+    rank; torchrun without --rdzv-id: rank 0's <date>/<time>, shared through torchrun's store."""
     launched = launched_run()
     if launched is None:
         return timestamped
@@ -56,43 +53,6 @@ def run_folder(timestamped: str) -> str:
 
         return agreed_folder(timestamped) if torchrun_store_address() else timestamped
     return f"{launched[0]}/{launched[1]}"
-
-
-# SLURM's step ids that are not an srun step: the batch script, the external container, salloc's shell.
-NOT_SRUN_STEPS = {"4294967294", "4294967295", "4294967293"}
-
-
-def started_by_srun() -> bool:
-    """Whether srun started this process as one task of a job step: srun sets SLURM_STEP_ID for its
-    tasks; an sbatch script or salloc's shell has none (or a step id of its own above 2**32 - 4)."""
-    step = os.environ.get("SLURM_STEP_ID", os.environ.get("SLURM_STEPID"))
-    return step is not None and step not in NOT_SRUN_STEPS
-
-
-def check_launched_run(run_dir_typed: bool) -> None:
-    """Ranks that could never meet: SLURM's variables promising tasks that srun did not start (Lightning
-    would wait forever for them), and torchrun without --rdzv-id whose rendezvous leaves its workers
-    no agent store to agree on a run directory through (torchrun's static and c10d ones have one)."""
-    tasks = os.environ.get("SLURM_NTASKS", "1")
-    interactive = os.environ.get("SLURM_JOB_NAME") in ("bash", "interactive")  # Lightning's own opt-out
-    if tasks.isdigit() and int(tasks) > 1 and not interactive and not started_by_srun():
-        raise ValueError(
-            f"SLURM promises {tasks} tasks (SLURM_NTASKS={tasks}), but srun did not start this process, so the "
-            f"other ranks would never come and the run would wait for them forever: start it with "
-            f"`srun python -m src.train ...` inside the job (or --ntasks=1 for one process)"
-        )
-    launched = launched_run()
-    if launched is None or launched[1] != "none" or run_dir_typed:
-        return
-    from src.cluster.meeting import torchrun_store_address
-
-    if torchrun_store_address() is None:
-        raise ValueError(
-            "torchrun started this run without --rdzv-id and without a store of its own for its workers, so its "
-            "ranks cannot agree on one run directory: "
-            "give every torchrun the same --rdzv-id=<name> (the run goes to outputs/torchrun/<name>), "
-            "or the same hydra.run.dir=<folder>"
-        )
 
 
 OmegaConf.register_new_resolver("run_folder", run_folder, replace=True)
@@ -140,15 +100,13 @@ def lock_run_dir(run_dir: str | Path) -> int:
 
 
 def take_run_dir(run_dir: str | Path) -> None:
-    """Lock a named run directory once the run is checked, before Hydra writes its .hydra/ there:
-    of two runs started together, the second is refused before it rewrites the first's config."""
+    """Lock a named run directory once the run is checked, before Hydra writes its .hydra/ there."""
     HELD[Path(run_dir).absolute()] = lock_run_dir(run_dir)
 
 
 @contextmanager
 def hold_run_dir(run_dir: str | Path) -> Iterator[None]:
-    """Hold the run directory's lock while training (taken now, or by take_run_dir), so a second
-    run there is refused."""
+    """Hold the run directory's lock while training (taken now, or by take_run_dir)."""
     fd = HELD.pop(Path(run_dir).absolute(), None)
     if fd is None:
         fd = lock_run_dir(run_dir)
@@ -159,3 +117,121 @@ def hold_run_dir(run_dir: str | Path) -> Iterator[None]:
             (Path(run_dir) / LOCK).unlink(missing_ok=True)  # a finished run leaves none (kill -9: unlocked)
     finally:
         os.close(fd)  # the kernel drops the lock with the descriptor, also on kill -9
+
+
+# ---------------------------------------------------------------------------- a command typed again
+
+
+def quoted(key: str, value: str | Path) -> str:
+    """`key='value'` in Hydra's syntax, so a path with spaces or other characters stays one value."""
+    text = str(value).replace("'", "\\'")
+    return f"{key}='{text}'"
+
+
+def pinned_run_dir(argv: list[str], run_dir: str) -> list[str]:
+    """The command line with the run directory the checks met, not one of a later ${now:...}."""
+    return [*(a for a in argv if not a.startswith("hydra.run.dir=")), quoted("hydra.run.dir", run_dir)]
+
+
+def is_multirun(argv: list[str]) -> bool:
+    """-m, or a config that sets Hydra's mode to MULTIRUN (hparams_search=optuna does)."""
+    return any(a in ("-m", "--multirun") or a.startswith(("hparams_search=", "hydra.mode=MULTIRUN")) for a in argv)
+
+
+PROJECT_OUTPUTS = Path(__file__).resolve().parents[2] / "outputs"
+
+
+def typed_value(override: str) -> str:
+    """The value of `key=value` as Hydra reads it (quotes removed), or as typed if Hydra cannot."""
+    try:
+        return str(OverridesParser.create().parse_overrides([override])[0].value())
+    except HydraException:
+        return override.split("=", 1)[1]  # unquoted spaces: the path as the user typed it
+
+
+def typed_run_dir(argv: list[str]) -> Path | None:
+    run_dirs = [typed_value(a) for a in argv if a.startswith("hydra.run.dir=")]
+    return Path(run_dirs[-1]) if run_dirs else None
+
+
+def continue_run(argv: list[str]) -> list[str]:
+    """`ckpt_path=<run dir, its checkpoint, or last>` continues that run, in its directory: its own
+    overrides (.hydra/overrides.yaml) first, those typed now after them, winning as in Hydra."""
+    log_dirs = [a.split("=", 1)[1] for a in argv if a.startswith("paths.log_dir=")]
+    log_dir = log_dirs[-1] if log_dirs else PROJECT_OUTPUTS
+    given = [typed_value(a) for a in argv if a.startswith("ckpt_path=")]
+    resumed = None if given or is_multirun(argv) else requeued_run(log_dir) or rerun_to_resume(argv)
+    if resumed is not None:  # the same command again: a requeued SLURM job, or a rerun into its run directory
+        argv = [*(a for a in argv if not a.startswith("hydra.run.dir=")), quoted("ckpt_path", resumed)]
+        given = [str(resumed)]
+    if not given or given[-1] in ("null", "") or is_multirun(argv) or any("hydra.run.dir=" in a for a in argv):
+        return argv
+    from src.training.checkpoint import CheckpointError, find_checkpoint  # a run from scratch reads none
+
+    try:
+        checkpoint = find_checkpoint(given[-1], log_dir, prefer="last")
+    except CheckpointError:
+        return argv  # the plan reports it
+    run_dir = checkpoint.parent.parent
+    saved = record.saved_overrides(run_dir)
+    if checkpoint.parent.name != "checkpoints" or saved is None:
+        return argv
+    previous = [o for o in saved if not o.startswith(("ckpt_path=", "hydra."))]
+    typed = [a for a in argv if not a.startswith("ckpt_path=")]
+    return [*previous, *typed, quoted("ckpt_path", checkpoint), quoted("hydra.run.dir", run_dir)]
+
+
+def requeued_run(log_dir: str | Path) -> str | None:
+    """The run a pre-empted SLURM job noted, when SLURM started this job again."""
+    if "SLURM_JOB_ID" not in os.environ:
+        return None
+    from src.cluster.slurm import requeued_run, slurm_job
+
+    run = requeued_run(log_dir)
+    if run is not None:
+        print(f"SLURM requeued job {slurm_job()}: resuming its run {run}", file=sys.stderr)
+    return run
+
+
+def rerun_to_resume(argv: list[str]) -> Path | None:
+    """The hydra.run.dir typed again that holds this command's interrupted run (the same
+    hyperparameters), to resume rather than overwrite from step 0; overwrite=true starts over."""
+    run_dir = typed_run_dir(argv)
+    overwrite = any(typed_value(a).lower() == "true" for a in argv if a.lstrip("+").startswith("overwrite="))
+    if run_dir is None or overwrite or launched_rank() != 0:
+        return None
+    if record.run_state(run_dir) != "interrupted" or not record.same_job(record.saved_overrides(run_dir), argv):
+        return None
+    print(
+        f"hydra.run.dir={run_dir} holds an interrupted run of this command: resuming it from its last.ckpt "
+        f"(overwrite=true starts over)",
+        file=sys.stderr,
+    )
+    return run_dir
+
+
+def check_rerun(run_dir: Path, cfg: DictConfig) -> None:
+    """Refuse a new run into a directory holding a finished run, or an interrupted one of other
+    hyperparameters; overwrite=true removes its checkpoints, events and result instead."""
+    state = record.run_state(run_dir)
+    if state is None or cfg.ckpt_path is not None:
+        return
+    if cfg.overwrite:
+        for name in ("checkpoints", "tensorboard"):
+            shutil.rmtree(run_dir / name, ignore_errors=True)
+        for name in (record.RESULT, "explore.html"):
+            (run_dir / name).unlink(missing_ok=True)
+        return
+    done = record.read_result(run_dir) or {}
+    if state == "finished":
+        loss = done.get("best_val_loss")
+        what = f"a finished run ({done.get('steps')} steps" + (f", best val loss {loss:.4f})" if loss else ")")
+        more = f"python -m src.train ckpt_path={run_dir} trainer.max_steps=<more>"
+    else:
+        theirs = " ".join(o for o in record.saved_overrides(run_dir) or [] if not o.startswith("hydra."))
+        what = f"an interrupted run of other settings ({theirs or 'the defaults'})"
+        more = f"python -m src.train ckpt_path={run_dir} (settings typed after it win)"
+    raise ConfigError(
+        f"hydra.run.dir={run_dir} holds {what}: kept; continue it with {more}, choose another "
+        f"hydra.run.dir, or add overwrite=true to replace it"
+    )

@@ -11,7 +11,7 @@ from src.sweeps import resources  # noqa: F401  (registers parallel_jobs, the pa
 
 def check_sweep_config(cfg: DictConfig) -> None:
     """The `sweep` keys' values, checked before a sweep starts; raises ConfigError naming the fix."""
-    rules.sweep(cfg.sweep.jobs_per_gpu, cfg.sweep.media)
+    rules.sweep(cfg.sweep.jobs_per_gpu)
 
 
 def launcher_of(point: list[str]) -> str:

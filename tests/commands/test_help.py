@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from src.export.__main__ import ExportSchema
 from src.model import GPTConfig, SeedGPTConfig
 from src.run import config
-from src.run.cli import compose_run
+from src.run.cli import compose
 from src.training.optim import OPTIMIZERS
 from tests.helpers import run_cli
 
@@ -61,7 +61,7 @@ def test_help_lists_the_groups_options_and_keys_each_with_its_line(command):
 def test_every_listed_key_is_a_key_of_the_command_at_the_default_shown(command):
     """What --help shows is what composing the command gives: the key exists and its default is the same."""
     ConfigStore.instance().store(name="export_schema", node=ExportSchema)  # export's module stores it as it runs
-    cfg = compose_run(command, [])
+    cfg = compose(command, [], with_hydra=True)
     keys = listed(cfg.hydra.help.template)  # Hydra's --help prints this template
     parser = OverridesParser.create()
     for line in cfg.hydra.help.template.splitlines():

@@ -13,7 +13,7 @@ import torch
 
 from src.run import preflight
 from src.run.cli import compose, fail
-from src.run.reruns import continue_run
+from src.run.rundir import continue_run
 from src.train import main as train_main
 from tests.helpers import (
     assert_refused,

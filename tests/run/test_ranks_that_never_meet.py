@@ -7,7 +7,8 @@ SIGINT were caught but never acted on, only kill -9 ended it.
 
 import pytest
 
-from src.run import rundir
+from src.cluster import meeting
+from src.run.rundir import launched_run
 
 JOB = {"SLURM_JOB_ID": "1", "SLURM_NTASKS": "2", "SLURM_PROCID": "0", "SLURM_JOB_NAME": "train"}
 
@@ -29,6 +30,6 @@ def test_slurm_tasks_that_srun_did_not_start_are_refused(monkeypatch, env, refus
         monkeypatch.setenv(key, value)
     if refused:
         with pytest.raises(ValueError, match=r"SLURM promises 2 tasks .* srun did not start this process.*srun python"):
-            rundir.check_launched_run(run_dir_typed=False)
+            meeting.check_launched_run(launched_run(), run_dir_typed=False)
     else:
-        rundir.check_launched_run(run_dir_typed=False)
+        meeting.check_launched_run(launched_run(), run_dir_typed=False)

@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.rules import one_line
 from src.run import preflight, rundir
-from src.run.cli import compose, compose_run, dotted_keys, explain, job_config
+from src.run.cli import compose, dotted_keys, explain, job_config
 from src.run.config import ConfigError
 from src.training.callbacks import remove_leftovers
 from src.training.checkpoint import read_checkpoint
@@ -346,7 +346,7 @@ def test_a_run_directory_is_locked_before_hydra_writes_into_it(tmp_path, monkeyp
     run = tmp_path / "run"
     first = tiny_training(tmp_path, f"hydra.run.dir={run}")
     outside = HydraConfig.instance().cfg
-    train_module.check(job_config(compose_run("train", first)), first)  # about to start Hydra
+    train_module.check(job_config(compose("train", first, with_hydra=True)), first)  # about to start Hydra
     HydraConfig.instance().cfg = outside
     try:
         monkeypatch.setattr(sys, "argv", ["python -m src.train", *first, "seed=7"])

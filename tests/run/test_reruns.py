@@ -18,8 +18,8 @@ from omegaconf import OmegaConf
 from src import train as train_module
 from src.rules import ConfigError
 from src.run import rundir
-from src.run.cli import compose_run, job_config
-from src.run.reruns import continue_run
+from src.run.cli import compose, job_config
+from src.run.rundir import continue_run
 from tests.helpers import tiny_training, train_in_process
 
 SETTINGS = ("trainer.max_steps=6", "trainer.val_check_interval=3", "sample.max_new_tokens=0")
@@ -55,7 +55,7 @@ def checked(argv):
     argv = continue_run(argv)
     outside = HydraConfig.instance().cfg
     try:
-        train_module.check(job_config(compose_run("train", argv)), argv)
+        train_module.check(job_config(compose("train", argv, with_hydra=True)), argv)
     finally:
         HydraConfig.instance().cfg = outside
         for fd in rundir.HELD.values():

@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from src.run.reruns import continue_run
+from src.run.rundir import continue_run
 from src.training.checkpoint import read_checkpoint
 from src.training.signals import STOP_SIGNALS
 from tests.helpers import train_in_process
