@@ -13,7 +13,8 @@ import sys
 from omegaconf import DictConfig
 
 from src.data.tokenizer import PrintableStream, printable
-from src.model.generation import check_sampling_args, sample_generators, stream
+from src.model.checks import sampling
+from src.model.generation import sample_generators, stream
 from src.rules import sample_fits, seed
 from src.run.cli import command, pick_device
 from src.training.checkpoint import describe, find_checkpoint, load_trained
@@ -27,7 +28,7 @@ def check_num_samples(num_samples: object) -> None:
 
 
 def run(cfg: DictConfig) -> list[str]:
-    check_sampling_args(cfg.max_new_tokens, cfg.temperature, cfg.top_k, cfg.top_p)  # before loading anything
+    sampling("", cfg.max_new_tokens, cfg.temperature, cfg.top_k, cfg.top_p)  # before loading anything
     check_num_samples(cfg.num_samples)
     if cfg.seed is not None:  # null: unseeded
         seed("seed", cfg.seed, cfg.num_samples)
