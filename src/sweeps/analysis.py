@@ -118,15 +118,10 @@ def fit_power_law(sizes: list[float], losses: list[float]) -> PowerLaw:
 
     grid = np.geomspace(*ALPHA_RANGE, 200)
     best = int(np.argmin([solve(alpha)[0] for alpha in grid]))
-    lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
-    ratio = (math.sqrt(5) - 1) / 2
-    for _ in range(80):  # golden-section search between the best grid point's neighbours
-        left, right = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-        if solve(left)[0] <= solve(right)[0]:
-            hi = right
-        else:
-            lo = left
-    alpha = (lo + hi) / 2
+    from scipy.optimize import minimize_scalar
+
+    between = (grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)])  # the best grid point's neighbours
+    alpha = minimize_scalar(lambda a: solve(a)[0], bounds=between, method="bounded", options={"xatol": 1e-12}).x
     a_scaled, c = solve(alpha)[1]
     at_edge = best in (0, len(grid) - 1)
     return PowerLaw(float(a_scaled * scale**alpha), float(alpha), float(c), at_edge)
