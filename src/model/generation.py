@@ -227,15 +227,6 @@ def sample_text(
     """The prompt continued by max_new_tokens characters; the same seed gives the same text."""
     device = next(model.parameters()).device
     prompt_ids = tokenizer.encode(prompt).to(device)  # unknown characters: ValueError naming them
-    generators = sample_generators(seed, 1, device)
-    ids = generate(
-        model,
-        prompt_ids,
-        max_new_tokens,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-        greedy=greedy,
-        generator=generators,
-    )
+    sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "greedy": greedy}
+    ids = generate(model, prompt_ids, max_new_tokens, generator=sample_generators(seed, 1, device), **sampling)
     return tokenizer.decode(ids)
