@@ -6,17 +6,14 @@
 Every run under the directories given (a run directory holds result.json; a sweep's jobs are found
 below it) is grouped by its configuration: its overrides without the seed, the output paths and
 Hydra's own keys. The first group found is the baseline (`--baseline TEXT` picks the group whose
-label contains TEXT); every other group is compared with it:
-
-    mean, sample standard deviation s, n runs
-    Welch's t = (mean_1 - mean_2) / sqrt(s_1^2 / n_1 + s_2^2 / n_2), its degrees of freedom by
-    Welch-Satterthwaite, and the two-sided p-value P(|T| >= |t|) of Student's t with them.
+label contains TEXT); every other group is compared with it: mean, sample standard deviation,
+and the two-sided p-value of Welch's t-test (unequal variances).
 
 With `--target`, each group is also held to the speedrun rule: is its mean below the target, and
 how sure (a one-sided t-test of mean < target; modded-nanogpt asks p < 0.01 for a record).
 
 A group of fewer than 2 runs has no spread and is refused, as are runs of different texts or
-validation splits (their losses are not comparable). Only the standard library: no scipy.
+validation splits (their losses are not comparable). The tests are scipy.stats's.
 """
 
 from __future__ import annotations
@@ -38,65 +35,19 @@ class Refused(ValueError):
     """Input the comparison cannot use; the message names the fix."""
 
 
-# ---------------------------------------------------------------------------- the statistics
-
-
-def _continued_fraction(a: float, b: float, x: float) -> float:
-    """The continued fraction of the incomplete beta function (Numerical Recipes, betacf; Lentz's method)."""
-    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 500):
-        for numerator in (
-            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
-        ):
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
-
-
-def incomplete_beta(a: float, b: float, x: float) -> float:
-    """I_x(a, b), the regularized incomplete beta function, for 0 <= x <= 1."""
-    if x <= 0.0 or x >= 1.0:
-        return 0.0 if x <= 0.0 else 1.0
-    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(log_front) * _continued_fraction(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _continued_fraction(b, a, 1.0 - x) / b
-
-
-def t_tail(t: float, df: float) -> float:
-    """P(T >= t) for Student's t with df degrees of freedom: I_{df/(df+t^2)}(df/2, 1/2) / 2 for t >= 0."""
-    tail = 0.5 * incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
-    return tail if t >= 0 else 1.0 - tail
-
-
 def welch(a: list[float], b: list[float]) -> tuple[float, float, float]:
     """Welch's t-test of mean(a) == mean(b): (t, degrees of freedom, two-sided p-value)."""
-    var_a, var_b = statistics.variance(a) / len(a), statistics.variance(b) / len(b)  # s^2 / n
-    difference = statistics.fmean(a) - statistics.fmean(b)
-    if var_a + var_b == 0.0:
-        return (math.copysign(math.inf, difference) if difference else math.nan), math.nan, float(difference == 0)
-    t = difference / math.sqrt(var_a + var_b)
-    df = (var_a + var_b) ** 2 / (var_a**2 / (len(a) - 1) + var_b**2 / (len(b) - 1))  # Welch-Satterthwaite
-    return t, df, min(1.0, 2.0 * t_tail(abs(t), df))
+    from scipy import stats
+
+    result = stats.ttest_ind(a, b, equal_var=False)
+    return float(result.statistic), float(result.df), float(result.pvalue)
 
 
 def below_target(values: list[float], target: float) -> float:
     """One-sided p-value of a t-test that the mean of `values` is below `target`."""
-    n, mean, s = len(values), statistics.fmean(values), statistics.stdev(values)
-    if s == 0.0:
-        return 0.0 if mean < target else 1.0
-    return t_tail((target - mean) / (s / math.sqrt(n)), n - 1)
+    from scipy import stats
 
-
-# ---------------------------------------------------------------------------- the runs
+    return float(stats.ttest_1samp(values, target, alternative="less").pvalue)
 
 
 @dataclass
@@ -165,9 +116,6 @@ def groups_of(runs: list[Run]) -> dict[tuple[str, ...], list[Run]]:
 
 def label(configuration: tuple[str, ...]) -> str:
     return " ".join(configuration) or "(defaults)"
-
-
-# ---------------------------------------------------------------------------- the table
 
 
 def report(groups: dict[tuple[str, ...], list[Run]], baseline: str | None, target: float | None, metric: str) -> str:

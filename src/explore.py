@@ -1,10 +1,7 @@
 """`python -m src.explore ckpt_path=<run dir | .ckpt | last> [out=<file.html>]`: see inside a trained model.
 
-Writes one self-contained HTML page (scripts, style and weights inline; no server, no network)
-in which the checkpoint's model runs: type a text and see the next-character distribution,
-every head's attention with the notes' steps in numbers, the logit lens, where the model fails
-on its validation text, and the run's curve and samples. Every training run writes one from its
-best.ckpt at the end (`explorer=false` turns that off).
+One self-contained HTML page (no server, no network) in which the checkpoint's model runs
+(docs/explorer.md); every training run writes one from its best.ckpt (`explorer=false`: not).
 """
 
 from __future__ import annotations

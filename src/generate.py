@@ -13,22 +13,18 @@ import sys
 from omegaconf import DictConfig
 
 from src.data.tokenizer import PrintableStream, printable
-from src.model.generation import check_sampling_args, sample_generators, stream
-from src.rules import sample_fits, seed
+from src.model.checks import sampling
+from src.model.generation import sample_generators, stream
+from src.rules import positive_int, sample_fits, seed
 from src.run.cli import command, pick_device
 from src.training.checkpoint import describe, find_checkpoint, load_trained
 
 SEPARATOR = "-" * 15
 
 
-def check_num_samples(num_samples: object) -> None:
-    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
-        raise ValueError(f"num_samples must be an integer >= 1, got {num_samples!r}")
-
-
 def run(cfg: DictConfig) -> list[str]:
-    check_sampling_args(cfg.max_new_tokens, cfg.temperature, cfg.top_k, cfg.top_p)  # before loading anything
-    check_num_samples(cfg.num_samples)
+    sampling("", cfg.max_new_tokens, cfg.temperature, cfg.top_k, cfg.top_p)  # before loading anything
+    positive_int("num_samples", cfg.num_samples, "e.g. num_samples=3")
     if cfg.seed is not None:  # null: unseeded
         seed("seed", cfg.seed, cfg.num_samples)
     sample_fits("max_new_tokens", cfg.max_new_tokens, cfg.num_samples)

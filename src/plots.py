@@ -1,5 +1,4 @@
-"""Figures of attention: where each head attends (TensorBoard, plot_attention). A sweep's summary.png
-is drawn by src/sweeps/figure.py with this module's DPI and save_png."""
+"""Figures of attention: where each head attends (TensorBoard, plot_attention), and the heads' kinds."""
 
 from __future__ import annotations
 
@@ -28,13 +27,8 @@ def token_label(ch: str) -> str:
 def attention_figure(
     layers: list[Tensor], tokens: list[str], title: str = "", layer_numbers: list[int] | None = None
 ) -> Figure:
-    """One row per layer, one panel per head: weights[i, j] = how much position i reads j.
-
-    layers: each (h, T, T) for one sequence; layer_numbers: their indices in the model (default
-    0, 1, ...). The future (above the diagonal, exactly 0 under the causal mask) is drawn light
-    grey, so the causal triangle is plain to see; the colour bar on the right reads a colour as a
-    weight (each row sums to 1, so a row of one bright cell reads a single position).
-    """
+    """One row per layer (each (h, T, T) for one sequence), one panel per head: weights[i, j] = how much
+    position i reads j. The future (exactly 0 under the causal mask) is light grey."""
     layer_numbers = layer_numbers or list(range(len(layers)))
     num_heads, T = layers[0].shape[0], layers[0].shape[-1]
     width, height = num_heads * CELL + BAR, len(layers) * CELL + TITLE
@@ -65,13 +59,9 @@ def attention_figure(
 
 
 class AttentionFigure:
-    """attention_figure of one layer, redrawn for each layer at every validation of a run.
-
-    The axes and token labels are most of the drawing time (BENCHMARKS.md, "Media") and
-    never change within a run, so they are drawn once and kept as pixels; each render draws only
-    what changes over them, the heat maps, their frames and the titles (matplotlib's blitting):
-    the same pixels as a fresh attention_figure (tested), in milliseconds.
-    """
+    """attention_figure of one layer, redrawn at every validation. The axes and token labels are most of
+    the drawing time (BENCHMARKS.md, "Media") and never change, so they are kept as pixels and each
+    render draws only the heat maps, frames and titles over them (matplotlib's blitting)."""
 
     def __init__(self, num_heads: int, tokens: list[str]):
         T = len(tokens)
@@ -120,10 +110,8 @@ KIND_SHORT = {"previous_token": "prev", "duplicate_token": "dup", "induction": "
 
 
 class HeadsFigure:
-    """Heads at a glance: a layers x heads grid, each cell in its head's kind's colour, as deep as
-    that score (white: no kind), with the kind and its score written in. Drawn with Pillow, not
-    matplotlib: it is drawn at every validation, and matplotlib's drawing was most of what the
-    head scores cost (docs/heads.md, "What it costs", has both times)."""
+    """Heads at a glance: a layers x heads grid, each cell in its kind's colour, as deep as that score.
+    Drawn with Pillow: matplotlib's drawing was most of what the head scores cost (docs/heads.md)."""
 
     CELL_W, CELL_H, LEFT, TOP, BOTTOM = 84, 44, 58, 22, 20  # pixels
 

@@ -31,9 +31,9 @@ def folder() -> Path:
     return Path(os.environ.get(FOLDER_VARIABLE) or ROOT / "exercises")
 
 
-def exercise(name: str) -> Exercise:
+def exercise(name: str, where: str = "") -> Exercise:
     if name not in EXERCISES:
-        raise ConfigError(f"unknown exercise {name!r}: choose one of {', '.join(EXERCISES)}")
+        raise ConfigError(f"{where}unknown exercise {name!r}: choose one of {', '.join(EXERCISES)}")
     return EXERCISES[name]
 
 
@@ -173,8 +173,7 @@ def selected() -> list[str]:
     """The exercises SCRATCHGPT_EXERCISES names (comma-separated), each checked."""
     names = [n.strip() for n in os.environ.get(VARIABLE, "").split(",") if n.strip()]
     for name in names:
-        if name not in EXERCISES:
-            raise ConfigError(f"{VARIABLE}: unknown exercise {name!r}: choose from {', '.join(EXERCISES)}")
+        exercise(name, f"{VARIABLE}: ")
     return names
 
 

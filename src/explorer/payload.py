@@ -1,7 +1,4 @@
-"""Everything the explorer page needs from a checkpoint, as plain JSON-ready data.
-
-Nothing here imports Lightning: a page is made from the checkpoint, its text and its events.
-"""
+"""Everything the explorer page needs from a checkpoint, as plain JSON-ready data (no Lightning)."""
 
 from __future__ import annotations
 
@@ -55,11 +52,8 @@ def pack_weights(state_dict: dict[str, torch.Tensor], weights: str = "auto") -> 
 
 
 def validation_text(hparams: dict[str, Any], data_dir: str | Path, chars: int) -> tuple[str, str]:
-    """The first `chars` characters of the checkpoint's own validation split, and where they come from.
-
-    The same characters `python -m src.evaluate val_tokens=<chars>` scores: the split is cut from
-    the token cache exactly as training cut it.
-    """
+    """The first `chars` characters of the checkpoint's own validation split (cut as training cut it), and
+    where they come from."""
     split = hparams.get("data") or {}
     path = resolve_corpus(split.get("path"), data_dir, key="text")
     vocab = list(hparams["tokenizer"]["vocab"])
@@ -69,8 +63,7 @@ def validation_text(hparams: dict[str, Any], data_dir: str | Path, chars: int) -
 
 
 def split_excerpt(val: np.ndarray, vocab: list[str], path: str | Path, chars: int) -> tuple[str, str]:
-    """The first `chars` ids of a validation split as text, and where they come from (a training run
-    hands its DataModule's split here: the text is not opened twice)."""
+    """The first `chars` ids of a validation split as text, and where they come from."""
     val = val[:chars]
     source = f"the first {len(val):,} characters of the validation split of {path}"
     return "".join(vocab[i] for i in val.tolist()), source
@@ -91,9 +84,7 @@ def file_text(path: str | Path, chars: int) -> tuple[str, str]:
 
 def run_history(run_dir: Path) -> dict[str, Any] | None:
     """The val/train loss curves and the text samples of the run's TensorBoard events, if they are there."""
-    # The run's own events are the shallowest (a sweep job's sit one level down); the runs TensorBoard
-    # draws beside them (val, best, head_<h>) sit in folders below. The val loss is the run `val`'s
-    # (src/training/tensorboard.py's VAL_RUN; runs before it kept it in their own events).
+    # The run's own events are the shallowest; the runs drawn beside them (val, best, head_<h>) sit below.
     found = sorted((run_dir / "tensorboard").rglob("events.out.tfevents.*"), key=lambda path: (len(path.parts), path))
     if not found:
         return None
@@ -145,9 +136,8 @@ def run_title(run_dir: Path) -> str:
 
 
 def head_payload(vocab_size: int, context_window: int, run_dir: Path) -> dict[str, Any] | None:
-    """What "What each head does" needs: the repeated probe that src/model/head_scores.py scores the
-    heads on (the training callback's default batch and seed, so the page's scores of this checkpoint
-    are the callback's), and the run's snapshots from its head_scores.json if it kept one."""
+    """What "What each head does" needs: the training callback's repeated probe (its batch and seed: the
+    page's scores are the callback's), and the run's snapshots from its head_scores.json if it kept one."""
     try:
         n = probe_length(context_window)
     except ProbeTooShort:

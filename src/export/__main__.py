@@ -52,13 +52,6 @@ class ExportSchema:
     paths: Any = setting(None, "where the data and the runs are kept (conf/paths)")
 
 
-def check_packages(fmt: str) -> None:
-    packages, extra = NEEDS[fmt]
-    missing = [p for p in packages if importlib.util.find_spec(p) is None]
-    if missing:
-        raise ValueError(f'format={fmt} needs {", ".join(missing)}: pip install -e ".[{extra}]"')
-
-
 def partial_of(out: Path) -> Path:
     return out.with_name(f".{out.name}.partial-{os.getpid()}")
 
@@ -90,13 +83,6 @@ def write_atomically(out: Path, write: Callable[[Path], None]) -> None:
         shutil.rmtree(partial, ignore_errors=True)
 
 
-def probe_ids(trained: Trained) -> torch.Tensor:
-    """Two windows of ids, a full context window each, for comparing logits: (2, T)."""
-    T, V = trained.model.context_window, trained.tokenizer.vocab_size
-    generator = torch.Generator().manual_seed(0)
-    return torch.randint(0, V, (2, T), generator=generator)
-
-
 def check_same_logits(ours: torch.Tensor, theirs: torch.Tensor, what: str) -> None:
     gap = (ours - theirs).abs().max().item()
     if not gap <= TOLERANCE:
@@ -110,7 +96,8 @@ def write_gpt2(trained: Trained, folder: Path, lens: bool) -> None:
     from src.export.hf import write_hf
 
     write_hf(trained.model, trained.tokenizer.vocab, folder)
-    ids = probe_ids(trained)
+    generator = torch.Generator().manual_seed(0)  # two full windows of ids: (2, T)
+    ids = torch.randint(0, trained.tokenizer.vocab_size, (2, trained.model.context_window), generator=generator)
     with torch.no_grad():
         ours, _ = trained.model(ids)
         check_same_logits(ours, GPT2LMHeadModel.from_pretrained(folder).eval()(ids).logits, "GPT2LMHeadModel")
@@ -120,17 +107,12 @@ def write_gpt2(trained: Trained, folder: Path, lens: bool) -> None:
             check_same_logits(ours, boot(folder).run_with_cache(ids)[0], "TransformerBridge")
 
 
-def loading_hint(fmt: str, out: Path) -> str:
-    return {
-        "safetensors": f"python -m src.generate ckpt_path={out}",
-        "hf": f"GPT2LMHeadModel.from_pretrained('{out}') and PreTrainedTokenizerFast.from_pretrained('{out}')",
-        "transformerlens": f"TransformerBridge.boot_transformers('{out}') (from transformer_lens.model_bridge)",
-    }[fmt]
-
-
 def run(cfg: DictConfig) -> Path:
     rules.choice("format", cfg.format, FORMATS)
-    check_packages(cfg.format)
+    packages, extra = NEEDS[cfg.format]
+    missing = [p for p in packages if importlib.util.find_spec(p) is None]
+    if missing:
+        raise ValueError(f'format={cfg.format} needs {", ".join(missing)}: pip install -e ".[{extra}]"')
     path = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir)
     out = Path(cfg.out).expanduser() if cfg.out is not None else run_dir_of(path) / f"export-{cfg.format}"
     check_out(out)
@@ -151,7 +133,12 @@ def run(cfg: DictConfig) -> Path:
 
         hf_logging.disable_progress_bar()
         write_atomically(out, lambda folder: write_gpt2(trained, folder, lens=cfg.format == "transformerlens"))
-    print(f"wrote {out} ({cfg.format}); open it with {loading_hint(cfg.format, out)}")
+    hint = {
+        "safetensors": f"python -m src.generate ckpt_path={out}",
+        "hf": f"GPT2LMHeadModel.from_pretrained('{out}') and PreTrainedTokenizerFast.from_pretrained('{out}')",
+        "transformerlens": f"TransformerBridge.boot_transformers('{out}') (from transformer_lens.model_bridge)",
+    }[cfg.format]
+    print(f"wrote {out} ({cfg.format}); open it with {hint}")
     return out
 
 

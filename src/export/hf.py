@@ -17,12 +17,8 @@ approximated; the differences are bookkeeping:
     no MLP (mlp_ratio=0)                   an MLP of one unit with zero weights (adds exactly 0)
     no norm gain (norm_gain=false)         gains of 1
 
-The character tokenizer becomes a `tokenizers` WordLevel model over single characters, which
-PreTrainedTokenizerFast loads. The seed model (one attention layer, no residual stream, no MLP,
-optionally no W_O) has no GPT-2 equivalent and is refused, as is every option of GPTConfig that
-GPT-2 cannot hold at a value other than its default (RoPE, RMSNorm, other activations, Q/K norm, a
-logit cap, value embeddings, smeared keys, and any option added since: check_gpt2 reads the config's
-fields) and shared K/V heads.
+The character tokenizer becomes a `tokenizers` WordLevel model over single characters. The seed
+model and every option GPT-2 cannot hold are refused by check_gpt2.
 """
 
 from __future__ import annotations
@@ -47,20 +43,8 @@ class NotExportable(ValueError):
 # The options GPT-2 holds at any value (sizes, dropout, biases, the tied head, the path, norm gains;
 # num_kv_heads is checked apart, below). Every other option of GPTConfig must keep its default, which
 # is GPT-2's, or a value of ALSO_GPT2: a new option of the model is refused here until it is listed.
-GPT2_HOLDS = {
-    "vocab_size",
-    "context_window",
-    "embedding_dim",
-    "num_heads",
-    "num_layers",
-    "mlp_ratio",
-    "dropout",
-    "bias",
-    "tie_weights",
-    "fused",
-    "norm_gain",
-    "num_kv_heads",
-}
+GPT2_HOLDS = {"vocab_size", "context_window", "embedding_dim", "num_heads", "num_layers", "mlp_ratio", "dropout"}
+GPT2_HOLDS |= {"bias", "tie_weights", "fused", "norm_gain", "num_kv_heads"}
 ALSO_GPT2 = {"positional": ("learned",)}
 # Why GPT-2 has no place for an option's other values; an option not named here: it has no such option.
 WHY_NOT_GPT2 = {
@@ -175,13 +159,8 @@ def gpt2_state_dict(model: GPT) -> dict[str, Tensor]:
 
 
 def tokenizer_json(vocab: list[str], unknown: str | None = None) -> str:
-    r"""A `tokenizers` tokenizer.json: every character its own token, ids as in our vocabulary.
-
-    The pre-tokenizer cuts the text into single code points (`[\s\S]`: any character, the newline
-    included), the WordLevel model looks each up, and the Fuse decoder joins them with nothing between.
-    A character outside the vocabulary is refused, as our CharTokenizer refuses it, unless `unknown`
-    names a token for it (id len(vocab): beyond the model's rows, for tools that probe the tokenizer).
-    """
+    """A `tokenizers` tokenizer.json: every character its own token, ids as in our vocabulary. A character
+    outside it is refused, as CharTokenizer refuses it, unless `unknown` names a token (id len(vocab))."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 
     ids = {ch: i for i, ch in enumerate(vocab)} | ({unknown: len(vocab)} if unknown else {})

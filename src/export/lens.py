@@ -10,8 +10,7 @@ the route is: our GPT -> GPT-2's folder (src/export/hf.py, exact) -> the bridge,
     logits, cache = bridge.run_with_cache(bridge.to_tokens("ROMEO:"))
     cache["pattern", 0]                                             # (batch, heads, T, T)
 
-`python -m src.export format=transformerlens out=<folder>` writes the same GPT-2 folder, checked by
-booting it; `src.export.lens.boot("<folder>")` opens it again (boot's docstring says what it sets).
+`python -m src.export format=transformerlens out=<folder>` writes that folder; boot() opens it again.
 """
 
 from __future__ import annotations
@@ -24,19 +23,13 @@ from typing import Any
 from src.training.checkpoint import Trained, find_checkpoint, load_trained
 
 DEFAULT_LOG_DIR = Path(__file__).resolve().parents[2] / "outputs"
-
-
 UNKNOWN = "<unk>"
 
 
 def boot(folder: str | Path, device: str = "cpu") -> Any:
-    """The TransformerBridge of a GPT-2 folder written by src.export (local: no network).
-
-    Two settings make the bridge fit a character model. Booting probes the tokenizer with "a",
-    which a vocabulary without that letter refuses: the bridge's tokenizer maps unknown characters
-    to `<unk>` (as TransformerLens itself adds `<|endoftext|>`, an id beyond the model's rows). And
-    our models never saw a BOS token, so to_tokens prepends none (`prepend_bos=False` by default).
-    """
+    """The TransformerBridge of a GPT-2 folder written by src.export (local: no network). Booting probes
+    the tokenizer with "a", which a vocabulary without it refuses: the bridge's tokenizer maps unknown
+    characters to `<unk>`. Our models never saw a BOS token, so to_tokens prepends none."""
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import PreTrainedTokenizerFast
 
@@ -59,11 +52,7 @@ def boot(folder: str | Path, device: str = "cpu") -> Any:
 def transformer_bridge(
     ckpt_path: str | Path | None = None, log_dir: str | Path = DEFAULT_LOG_DIR, device: str = "cpu"
 ) -> Any:
-    """A trained model as TransformerLens's TransformerBridge, ready for run_with_cache.
-
-    ckpt_path as our commands take it: a .ckpt file, a run directory, an export folder, or None for
-    the newest run under log_dir. Only model=gpt has a GPT-2 form (src/export/hf.py says why).
-    """
+    """A trained model (ckpt_path as our commands take it) as TransformerLens's TransformerBridge."""
     return bridge_of(load_trained(find_checkpoint(ckpt_path, log_dir)), device)
 
 

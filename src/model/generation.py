@@ -28,17 +28,10 @@ from src.model.language_model import CausalLanguageModel
 Generators = torch.Generator | Sequence[torch.Generator] | None
 
 
-class Tokenizer(Protocol):
-    """What sample_text needs of a tokenizer (src/data/tokenizer.py's CharTokenizer is one)."""
-
+class Tokenizer(Protocol):  # what sample_text needs (src/data/tokenizer.py's CharTokenizer is one)
     def encode(self, text: str) -> Tensor: ...
 
     def decode(self, ids: Tensor) -> str: ...
-
-
-def check_sampling_args(max_new_tokens: int, temperature: float, top_k: int | None, top_p: float | None) -> None:
-    """Raise an InvalidModelConfig that names the first invalid sampling argument (generate's own keys)."""
-    sampling("", max_new_tokens, temperature, top_k, top_p)
 
 
 # Below float32's smallest normal number (1.2e-38) a temperature samples greedily, as 0 does: that is
@@ -103,13 +96,9 @@ def fused_kernels(model: CausalLanguageModel) -> Iterator[None]:
 
 
 def fastest_thread_count(step: Callable[[], object], threads: int, rounds: int = 3) -> int:
-    """1 or `threads` CPU threads, whichever runs `step` faster (median of rounds); leaves 1 set.
-
-    One sequence's step is a few small matmuls: a second thread may halve them on an idle
-    machine, or make them many times slower when the cores are busy with other work and the
-    threads wait on each other (BENCHMARKS.md, "Sampling and MFU"). Results are the same either
-    way; only the time differs.
-    """
+    """1 or `threads` CPU threads, whichever runs `step` faster (median of rounds); leaves 1 set. A second
+    thread may halve one sequence's small matmuls on an idle machine, or make them many times slower
+    on busy cores (BENCHMARKS.md, "Sampling and MFU"); the results are the same either way."""
     if threads <= 1:
         return 1
     times: dict[int, list[float]] = {1: [], threads: []}
@@ -134,14 +123,9 @@ def stream(
     use_cache: bool = True,
     generator: Generators = None,
 ) -> Iterator[Tensor]:
-    """prompt_ids (B, T) -> yields the ids (B,) of each new token, as soon as it is drawn.
-
-    `use_cache=False` is the notes' loop, kept as the reference; the default computes the same
-    tokens faster (see the module docstring). While the stream is open the model is in eval
-    mode (and on the fused kernels, and torch on the CPU thread count the probe chose); closing
-    or finishing it restores all three.
-    """
-    check_sampling_args(max_new_tokens, temperature, top_k, top_p)
+    """prompt_ids (B, T) -> yields the ids (B,) of each new token, as soon as it is drawn. While the
+    stream is open the model is in eval mode; closing or finishing it restores the mode."""
+    sampling("", max_new_tokens, temperature, top_k, top_p)  # generate's own keys
     if prompt_ids.numel() == 0:
         raise ValueError("the prompt must contain at least one token")
     greedy = greedy or temperature < GREEDY_BELOW  # 0, or too small for float32 to divide by
@@ -213,13 +197,8 @@ def _fast_tokens(
 
 
 def generate(model: CausalLanguageModel, prompt_ids: Tensor, max_new_tokens: int, **sampling: Any) -> Tensor:
-    """prompt_ids: (T,) or (B, T) -> the prompt followed by max_new_tokens sampled ids.
-
-    `sampling` takes stream()'s settings by name: temperature, top_k, top_p, greedy (or
-    temperature 0: always the most likely token), use_cache, and `generator`, which makes
-    sampling reproducible without touching the global random state (one for the batch, or one
-    per row).
-    """
+    """prompt_ids: (T,) or (B, T) -> the prompt followed by max_new_tokens sampled ids. `sampling`: stream()'s
+    settings by name; a `generator` (one, or one per row) leaves the global random state alone."""
     squeeze = prompt_ids.dim() == 1
     ids = prompt_ids.unsqueeze(0) if squeeze else prompt_ids  # (B, T)
     new = list(stream(model, ids, max_new_tokens, **sampling))
@@ -248,15 +227,6 @@ def sample_text(
     """The prompt continued by max_new_tokens characters; the same seed gives the same text."""
     device = next(model.parameters()).device
     prompt_ids = tokenizer.encode(prompt).to(device)  # unknown characters: ValueError naming them
-    generators = sample_generators(seed, 1, device)
-    ids = generate(
-        model,
-        prompt_ids,
-        max_new_tokens,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-        greedy=greedy,
-        generator=generators,
-    )
+    sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "greedy": greedy}
+    ids = generate(model, prompt_ids, max_new_tokens, generator=sample_generators(seed, 1, device), **sampling)
     return tokenizer.decode(ids)

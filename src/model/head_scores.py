@@ -59,12 +59,8 @@ def probe_length(context_window: int) -> int:
 
 
 def repeated_probe(vocab_size: int, context_window: int, batch: int = 16, seed: int = 0) -> Tensor:
-    """(batch, 2n) token ids: each row a random string s of n tokens written twice, s s.
-
-    Fixed by `seed`, so every validation (and every run of a vocabulary) sees the same probe.
-    The n tokens of s are distinct when the vocabulary has n of them, so "the same token in the
-    first copy" is one position, i - n.
-    """
+    """(batch, 2n) token ids: each row a random string s of n tokens written twice, s s; fixed by `seed`,
+    so every validation sees the same probe. s's tokens are distinct when the vocabulary has n."""
     n = probe_length(context_window)
     generator = torch.Generator().manual_seed(seed)
     if vocab_size >= n:
@@ -121,10 +117,8 @@ def token_losses(logits: Tensor, idx: Tensor) -> Tensor:
 
 
 def in_context_probe(logits: Tensor, idx: Tensor, n: int) -> float:
-    """mean_{n<t<2n} CE_t - mean_{0<t<n} CE_t on the repeated probe: the 2nd copy against the 1st.
-
-    The first token of each copy (t = 0, t = n) is left out: nothing in the context predicts it.
-    """
+    """mean_{n<t<2n} CE_t - mean_{0<t<n} CE_t on the repeated probe: the 2nd copy against the 1st
+    (t = 0 and t = n left out: nothing in the context predicts them)."""
     CE = token_losses(logits, idx)  # (B, 2n-1); column t-1 holds CE_t
     first, second = CE[:, : n - 1], CE[:, n:]  # t = 1..n-1 and t = n+1..2n-1
     return float(second.mean() - first.mean())
@@ -170,8 +164,7 @@ class HeadScores:
 
 @torch.no_grad()
 def measure_heads(model: torch.nn.Module, probe: Tensor, text: Tensor | None = None) -> HeadScores:
-    """Score every head of `model` (a CausalLanguageModel) on the repeated `probe` (B, 2n) and,
-    if given, its in-context score on validation windows `text` (B', T). Runs in eval mode."""
+    """Every head's scores on the repeated `probe` (B, 2n), and the in-context score on `text` (B', T)."""
     was_training = model.training
     model.eval()
     try:

@@ -368,7 +368,6 @@ def check_values(cfg: DictConfig) -> None:
             f"callbacks.head_scores needs model.context_window >= 4 (its probe is a string written twice), "
             f"got {cfg.model.context_window}: widen the window, or callbacks.head_scores=null"
         )
-    rules.sweep(cfg.sweep.jobs_per_gpu)
 
 
 # ---------------------------------------------------------------------------- --help

@@ -1,9 +1,5 @@
-"""After a sweep: each job's best val loss and what its heads became (heads of each kind, best induction
-and in-context scores), the seeds' means and spread, a power law over model size, tables.
-
-Numbers and text only, read from the jobs' result.json rows (src/sweeps/summary.py reads them and
-calls summary_text when the multirun ends); src/sweeps/figure.py draws the same rows as summary.png.
-"""
+"""summary.md from the jobs' result.json rows: each job's best val loss and what its heads became, the
+seeds' means and spread, a power law over model size. Numbers and text only."""
 
 from __future__ import annotations
 
@@ -122,15 +118,10 @@ def fit_power_law(sizes: list[float], losses: list[float]) -> PowerLaw:
 
     grid = np.geomspace(*ALPHA_RANGE, 200)
     best = int(np.argmin([solve(alpha)[0] for alpha in grid]))
-    lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
-    ratio = (math.sqrt(5) - 1) / 2
-    for _ in range(80):  # golden-section search between the best grid point's neighbours
-        left, right = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-        if solve(left)[0] <= solve(right)[0]:
-            hi = right
-        else:
-            lo = left
-    alpha = (lo + hi) / 2
+    from scipy.optimize import minimize_scalar
+
+    between = (grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)])  # the best grid point's neighbours
+    alpha = minimize_scalar(lambda a: solve(a)[0], bounds=between, method="bounded", options={"xatol": 1e-12}).x
     a_scaled, c = solve(alpha)[1]
     at_edge = best in (0, len(grid) - 1)
     return PowerLaw(float(a_scaled * scale**alpha), float(alpha), float(c), at_edge)
@@ -147,6 +138,10 @@ def seed_spread(rows: list[dict[str, Any]]) -> float | None:
     return math.sqrt(statistics.fmean(g.std**2 for g in groups))
 
 
+def no_fit(why: str) -> tuple[None, dict[int, float], str]:
+    return None, {}, f"No fit: {why}"
+
+
 def scaling(rows: list[dict[str, Any]]) -> tuple[PowerLaw | None, dict[int, float], str]:
     """The power-law fit over the finished jobs, each job's residual (loss - fit), and one line saying so.
 
@@ -159,45 +154,29 @@ def scaling(rows: list[dict[str, Any]]) -> tuple[PowerLaw | None, dict[int, floa
     points = [(n, loss, job) for n, loss, job in points if isinstance(n, (int, float)) and n > 0]
     sizes = sorted({n for n, _, _ in points})
     if len(sizes) < MIN_SIZES:
-        return (
-            None,
-            {},
-            (
-                f"No fit: {len(sizes)} model size(s) among the finished jobs. L(N) = a*N^(-alpha) + c has three free "
-                f"numbers and passes through any three falling points, so it needs at least {MIN_SIZES} sizes to be "
-                f"tested: sweep more sizes."
-            ),
+        return no_fit(
+            f"{len(sizes)} model size(s) among the finished jobs. L(N) = a*N^(-alpha) + c has three free "
+            f"numbers and passes through any three falling points, so it needs at least {MIN_SIZES} sizes to be "
+            f"tested: sweep more sizes."
         )
     fit = fit_power_law([n for n, _, _ in points], [loss for _, loss, _ in points])
     if fit.a <= 0:
-        return (
-            None,
-            {},
-            (
-                f"No fit: over {len(sizes)} sizes the best val loss does not fall with parameter count "
-                f"(the best fit has a = {fit.a:.3g} <= 0)."
-            ),
+        return no_fit(
+            f"over {len(sizes)} sizes the best val loss does not fall with parameter count "
+            f"(the best fit has a = {fit.a:.3g} <= 0)."
         )
     if fit.at_edge:
-        return (
-            None,
-            {},
-            (
-                f"No fit: the exponent ran to the end of its search range {ALPHA_RANGE} (alpha = {fit.alpha:.3g}): "
-                f"over these {len(sizes)} sizes the losses do not bend like a power law."
-            ),
+        return no_fit(
+            f"the exponent ran to the end of its search range {ALPHA_RANGE} (alpha = {fit.alpha:.3g}): "
+            f"over these {len(sizes)} sizes the losses do not bend like a power law."
         )
     residuals = {job: loss - float(fit(n)) for n, loss, job in points}
     rms = math.sqrt(statistics.fmean(r * r for r in residuals.values()))
     spread = seed_spread(rows)
     if spread is not None and rms > 2 * spread:
-        return (
-            None,
-            {},
-            (
-                f"No fit: the best power law misses the jobs by {rms:.4f} (rms), more than twice the seeds' spread "
-                f"({spread:.4f}): loss against size is not a power law over these {len(sizes)} sizes."
-            ),
+        return no_fit(
+            f"the best power law misses the jobs by {rms:.4f} (rms), more than twice the seeds' spread "
+            f"({spread:.4f}): loss against size is not a power law over these {len(sizes)} sizes."
         )
     line = (
         f"L(N) = {fit.a:.4g} * N^(-{fit.alpha:.3f}) + {fit.c:.4f}, fitted to {len(points)} jobs over "

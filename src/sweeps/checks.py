@@ -9,24 +9,9 @@ from src import rules
 from src.sweeps import resources  # noqa: F401  (registers parallel_jobs, the parallel launcher's default n_jobs)
 
 
-def check_sweep_config(cfg: DictConfig) -> None:
-    """The `sweep` keys' values, checked before a sweep starts; raises ConfigError naming the fix."""
-    rules.sweep(cfg.sweep.jobs_per_gpu)
-
-
-def launcher_of(point: list[str]) -> str:
-    """The hydra/launcher option a multirun's command line chooses: basic (Hydra's default), parallel, slurm."""
-    chosen = [o.split("=", 1)[1] for o in point if o.lstrip("+~").startswith("hydra/launcher=")]
-    return chosen[-1] if chosen else "basic"
-
-
-def is_ddp(trainer: DictConfig) -> bool:
-    return str(trainer.strategy).startswith("ddp")
-
-
 def check_launcher(cfg: DictConfig, launcher: str) -> None:
     """What a launcher can run of a job's trainer; raises ValueError saying what works."""
-    if launcher == "parallel" and is_ddp(cfg.trainer):
+    if launcher == "parallel" and str(cfg.trainer.strategy).startswith("ddp"):
         raise ValueError(
             f"hydra/launcher=parallel runs sweep jobs side by side, but trainer.strategy={cfg.trainer.strategy} "
             f"makes each job a process per device: drop hydra/launcher=parallel (DDP jobs then run one after "
@@ -44,8 +29,10 @@ def check_launcher(cfg: DictConfig, launcher: str) -> None:
 
 def check_sweep_job(cfg: DictConfig, point: list[str]) -> None:
     """One point of a multirun before the sweep starts: its sweep keys and what its launcher can run."""
-    check_sweep_config(cfg)
-    check_launcher(cfg, launcher_of(point))
+    rules.sweep(cfg.sweep.jobs_per_gpu)
+    chosen = [o.split("=", 1)[1] for o in point if o.lstrip("+~").startswith("hydra/launcher=")]
+    launcher = chosen[-1] if chosen else "basic"  # Hydra's default
+    check_launcher(cfg, launcher)
     typed = [o for o in point if o.startswith("hydra.launcher.n_jobs=")]
-    if typed and launcher_of(point) == "parallel":  # Hydra's keys are not in cfg: read as typed
+    if typed and launcher == "parallel":  # Hydra's keys are not in cfg: read as typed
         rules.launcher_jobs(OverridesParser.create().parse_overrides(typed[-1:])[0].value())

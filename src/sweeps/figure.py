@@ -49,6 +49,7 @@ class XAxis:
     they nor their job labels sit on top of each other."""
 
     def __init__(self, values: list, log: bool):
+        log = log and all(isinstance(v, int | float) and v > 0 for v in values)
         self.values = sorted(set(values), key=lambda v: (isinstance(v, str), str(v) if isinstance(v, str) else v))
         self.place = {v: (math.log10(v) if log else float(i)) for i, v in enumerate(self.values)}
         low, high = self.place[self.values[0]], self.place[self.values[-1]]
@@ -108,8 +109,7 @@ def sweep_figure(
             ax.set_xlabel(key)
             continue
         values = [x for x, _, _ in points]
-        log = key in ("parameters", "residual") and all(isinstance(x, int | float) and x > 0 for x in values)
-        axis = XAxis(values, log)
+        axis = XAxis(values, log=key in ("parameters", "residual"))
         for (x, k), (_, y, job) in zip(_dodged(points, axis), points, strict=True):
             color = "tab:orange" if key == "residual" else "tab:blue"
             ax.scatter(x, y, color=color, alpha=0.6 if groups else 1.0, s=16)
@@ -168,8 +168,7 @@ def _head_panels(counts_ax: Axes, scores_ax: Axes, done: list, groups: list | No
     points = [(x, row) for row, _ in done if (x := _swept_value(row, key)) is not None]
     if not points:
         return
-    values = [x for x, _ in points]
-    axis = XAxis(values, key == "parameters" and all(isinstance(x, int | float) and x > 0 for x in values))
+    axis = XAxis([x for x, _ in points], log=key == "parameters")
     placed = _dodged([(x, 0, row["job"]) for x, row in points], axis)
     for k, (kind, short) in enumerate(HEAD_KINDS):
         offset = (k - 1.5) * 0.06 * axis.step

@@ -1,12 +1,6 @@
-"""A sweep job, in the sweep's main process (Hydra's basic launcher) or a parallel sweep's worker:
-skipped if it finished, resumed if it was stopped, its failure contained, its media off.
-
-A failing job records its one-line reason and returns None, so the sweep carries on (Hydra's
-sweepers would otherwise stop at the first exception). A signal stops the job in flight between two
-steps (it saves its last.ckpt) and starts no other; rerunning the same command resumes it. A
-worker whose main process is gone (`kill -9`) saves and stops. Loaded only by a multirun's jobs
-(src/train.py) and the parallel launcher.
-"""
+"""A sweep job: skipped if it finished, resumed if it was stopped, its media off, and its failure
+recorded in one line and returned as None, so the sweep carries on (Hydra's sweepers would stop at
+the first exception). Loaded only by a multirun's jobs (src/train.py) and the parallel launcher."""
 
 from __future__ import annotations
 
@@ -44,7 +38,7 @@ MEDIA_OFF = {
 
 
 def media_off(cfg: DictConfig) -> dict[str, Any]:
-    """The media keys a sweep job switches off: all of MEDIA_OFF but those the command line sets itself."""
+    """MEDIA_OFF less the keys the command line sets itself (e.g. `sample.max_new_tokens=300`)."""
     if not in_multirun() or cfg.get("sweep", {}).get("media", False):
         return {}
     typed = {o.lstrip("+~").split("=", 1)[0] for o in job_overrides()}
@@ -52,11 +46,7 @@ def media_off(cfg: DictConfig) -> dict[str, Any]:
 
 
 def sweep_defaults(cfg: DictConfig) -> DictConfig:
-    """A sweep job's config: without the TensorBoard text sample, attention maps and final sample.
-
-    Unless `sweep.media=true`; a key the command line sets itself (e.g. `sample.max_new_tokens=300`
-    or `callbacks.attention_maps.prompt=...`) keeps its configured value.
-    """
+    """A sweep job's config, with media_off's keys set."""
     off = media_off(cfg)
     if not off:
         return cfg
@@ -117,9 +107,8 @@ WORKER = WorkerState()
 
 
 class SweepStopped(BaseException):
-    """SIGINT or SIGTERM to a parallel sweep's worker while its job is not training (loading, planning,
-    the step-0 validation): the job stops where it is, with nothing unsaved. A BaseException, so that
-    no library's `except Exception` keeps it from run_job."""
+    """A signal to a worker whose job is not training: nothing is unsaved. A BaseException, so that no
+    library's `except Exception` keeps it from run_job."""
 
 
 def stop_job(signum: int, frame: Any) -> None:
@@ -131,14 +120,9 @@ def stop_job(signum: int, frame: Any) -> None:
 
 
 def run_job(cfg: DictConfig, train: Callable[[DictConfig], float]) -> float | None:
-    """One sweep job: skip it if it already finished, resume it if it was stopped, contain its failure.
-
-    A job is known by its overrides (same_job), not its number: a directory holding another job's
-    run is kept and this job refused. Under hydra/launcher=slurm every task of a DDP job runs this;
-    only rank 0 writes result.json, with its decision, and each other rank decides alike: from the
-    record rank 0 started from, or, if rank 0 has already written this attempt's record, from rank
-    0's decision in it.
-    """
+    """One sweep job, known by its overrides (same_job), not its number: a directory holding another
+    job's run is kept and this job refused. Under hydra/launcher=slurm every task of a DDP job runs
+    this; only rank 0 writes result.json, and the other ranks follow the decision recorded in it."""
     from src.training.callbacks import TrainingInterrupted  # Lightning: only once a job runs
 
     output_dir = Path(HydraConfig.get().runtime.output_dir)
@@ -206,8 +190,7 @@ def run_job(cfg: DictConfig, train: Callable[[DictConfig], float]) -> float | No
 
 
 def job_stopped(output_dir: Path, signal_name: str, message: str, record: bool) -> None:
-    """A signal (or the end of the main process) stopped this job: say so in its log, record it (rank
-    0) for a rerun to resume, then end the sweep here (basic launcher) or hand back to the main process."""
+    """Record a stopped job for a rerun to resume, then end the sweep (basic launcher) or the worker."""
     from src.training.callbacks import PARENT_GONE
 
     log.info(f"job {HydraConfig.get().job.num} ({run_name()}): {message}")  # the console and the job's train.log

@@ -1,12 +1,5 @@
-"""hydra/launcher=parallel: a sweep's jobs on worker processes, with its faults contained.
-
-Hydra's joblib launcher hands its jobs to one loky executor of n workers, which treats a worker's
-death as its own breakage (every job fails). Here each worker has an executor of its own
-(WorkerPool): a killed worker fails its own job only. SIGINT and SIGTERM of the main process are
-passed to every worker once, which stops its job between two steps; workers whose main process is
-gone stop too. Loaded only when a parallel sweep starts (hydra_plugins/scratchgpt_launcher.py);
-a job's own side is src/sweeps/job.py.
-"""
+"""hydra/launcher=parallel (hydra_plugins/scratchgpt_launcher.py): a sweep's jobs on worker processes,
+a killed worker failing its own job only; SIGINT and SIGTERM reach every worker once."""
 
 from __future__ import annotations
 
@@ -31,12 +24,9 @@ log = logging.getLogger(__name__)
 
 
 def start_worker(parent: int) -> None:
-    """A parallel sweep's worker, as it starts. Its own process group, so that a terminal's Ctrl-C reaches
-    the main process only, which passes it on once (twice would stop a job without saving); stop_job
-    for signals outside training; and a watch on the main process: a worker between two jobs whose
-    main process is gone (`kill -9`) ends (one training a job saves and stops: GracefulInterrupt). The
-    log's tqdm.write takes a thread lock, not tqdm's default named semaphore, which a worker killed
-    with `kill -9` would leave for the resource tracker to report as leaked, on the sweep's stderr."""
+    """A worker, as it starts: its own process group (a terminal's Ctrl-C reaches the main process
+    only, which passes it on once), and it ends when the main process is gone between two jobs. tqdm
+    takes a thread lock, not its named semaphore, which a worker killed with `kill -9` would leak."""
     import threading
 
     from tqdm import tqdm
@@ -55,13 +45,8 @@ def start_worker(parent: int) -> None:
 
 
 class WorkerPool:
-    """`size` loky executors of one worker process each, for hydra/launcher=parallel.
-
-    One executor of `size` workers (joblib's) treats a worker's death as its own breakage: it kills
-    the other workers and fails every job not yet returned (a TerminatedWorkerError traceback). Here a
-    worker that dies (`kill -9`, the OOM killer) breaks its own executor only: its job fails alone and
-    the next job starts a fresh worker. Workers are reused from job to job, as joblib's are.
-    """
+    """`size` loky executors of one worker each. joblib's one executor of `size` workers fails every
+    job when one worker dies (`kill -9`, the OOM killer); here only that worker's job fails."""
 
     def __init__(self, size: int):
         self.executors: list[Any] = [None] * size
@@ -94,8 +79,7 @@ class WorkerPool:
         return future
 
     def forward(self, signum: int, frame: Any) -> None:
-        """The main process's handler while its workers train: pass the signal to each worker, which
-        stops its job between two steps (a second signal: at once); start no other job."""
+        """The main process's handler while its workers train: each worker stops its job between steps."""
         self.stopped = self.stopped or signal.Signals(signum).name
         for worker in self.workers:
             if worker is not None and worker.exitcode is None:
@@ -122,9 +106,7 @@ class WorkerPool:
 
 
 def launch_parallel(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
-    """hydra/launcher=parallel (hydra_plugins/scratchgpt_launcher.py): Hydra's joblib launcher's jobs
-    (its execute_job) on loky workers, `hydra.launcher.n_jobs` at a time (the one joblib key it reads),
-    with a sweep's faults contained (WorkerPool; SIGINT and SIGTERM: WorkerPool.forward)."""
+    """Hydra's joblib launcher's execute_job on a WorkerPool, `hydra.launcher.n_jobs` jobs at a time."""
     from hydra.core.singleton import Singleton
     from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
     from hydra_plugins.hydra_joblib_launcher._core import execute_job

@@ -1,9 +1,4 @@
-"""A parallel sweep's jobs sharing the machine: how many run at once, each one's threads and GPU.
-
-Under `hydra/launcher=parallel` each job takes cores // concurrent jobs torch threads, and on a
-GPU machine a GPU slot of its own (a lock file in the sweep directory), as it starts. Loaded by a
-sweep job (src/sweeps/job.py), the parallel launcher and a sweep's end (its size), never by a run.
-"""
+"""A parallel sweep's jobs sharing the machine: how many run at once, each one's threads and GPU."""
 
 from __future__ import annotations
 
@@ -80,9 +75,7 @@ def worker_count(n_jobs: int, jobs: int | None) -> int:
 
 @dataclass
 class JobResources:
-    """What one concurrent job may use: torch threads, and a GPU index (None: leave devices as set).
-
-    `slot` is the open lock file that holds the job's GPU slot; closing it frees the slot."""
+    """What one concurrent job may use: torch threads, a GPU (None: devices as set) and its slot's lock."""
 
     threads: int
     gpu: int | None
@@ -95,23 +88,16 @@ class JobResources:
 
 
 def plan_resources(concurrent: int, cores: int, gpus: int, accelerator: str, devices: Any) -> tuple[int, bool]:
-    """Divide the cores among the jobs that run at once; whether each job takes one GPU of its own.
-
-    A job asking for several devices (DDP) keeps its own setting.
-    """
+    """Cores // jobs at once, and whether each job takes a GPU of its own (a DDP job keeps its devices)."""
     threads = max(1, cores // max(1, concurrent))
     on_gpu = gpus > 0 and accelerator in ("auto", "gpu", "cuda") and devices in (1, "1", "auto") and concurrent > 1
     return threads, on_gpu
 
 
 def take_gpu_slot(sweep_dir: Path, gpus: int, jobs_per_gpu: int, wait: float = 1.0) -> tuple[int, int]:
-    """A free GPU slot for this job: (GPU index, the locked descriptor that holds it until the job ends).
-
-    Slots are lock files in the sweep directory, `jobs_per_gpu` per GPU, tried every GPU's first
-    slot before any second one, so jobs spread evenly. joblib hands the next job to whichever worker
-    is free, and jobs end at uneven times: a job number says nothing about which GPU is free, a lock
-    does. If every slot is taken (n_jobs set above GPUs x sweep.jobs_per_gpu), wait for one.
-    """
+    """(GPU index, the locked descriptor that holds its slot until the job ends): a lock file per slot,
+    every GPU's first slot tried before any second one. Jobs end at uneven times, so a job number says
+    nothing about which GPU is free; a lock does. If every slot is taken, wait for one."""
     folder = sweep_dir / ".gpu-slots"
     folder.mkdir(parents=True, exist_ok=True)
     while True:
@@ -127,13 +113,8 @@ def take_gpu_slot(sweep_dir: Path, gpus: int, jobs_per_gpu: int, wait: float = 1
 
 
 def configure_job_resources(cfg: DictConfig) -> JobResources | None:
-    """Called as a sweep job starts: its share of the machine, before torch does any work.
-
-    Sets torch's intra- and inter-op thread counts to cores // concurrent jobs, and pins the job
-    to a free GPU slot (trainer.devices=[i]) when jobs run concurrently on a GPU machine; the caller
-    releases it when the job ends. A sequential sweep (Hydra's basic launcher) and a single run are
-    left as they are.
-    """
+    """A concurrent sweep job's share of the machine, before torch does any work: its threads, and a
+    free GPU slot (trainer.devices=[i]) that the caller releases when the job ends."""
     if not in_multirun():
         return None
     hydra_cfg = HydraConfig.get()

@@ -1,11 +1,6 @@
 """A multirun's main process: a grid that would overwrite another sweep's jobs is refused before it
-starts, SIGINT or SIGTERM between jobs stops it, and at its end the jobs' results are summarised.
-
-The summary hands the jobs' result.json rows to src/sweeps/analysis.py (a table of every job, the
-seeds' mean and spread, a power law fitted to loss against model size: `summary.md` in the sweep
-directory) and to src/sweeps/figure.py (`summary.png`). Loaded only when a multirun starts
-(src/sweeps/callback.py), never by a single run.
-"""
+starts, SIGINT or SIGTERM between jobs stops it, and at its end the jobs' results are summarised
+(summary.md by analysis.py, summary.png by figure.py)."""
 
 from __future__ import annotations
 
@@ -29,12 +24,11 @@ from src.training.signals import STOP_SIGNALS, exit_status
 
 @dataclass
 class ThisSweep:
-    """The multirun this process runs as its main process: its config, the jobs it launched (number ->
-    overrides), those that returned no loss here (failed, or refused), and the signal that stopped it."""
+    """The multirun this process runs as its main process."""
 
     config: DictConfig | None = None
-    launched: dict[int, list[str]] = field(default_factory=dict)
-    returned_none: set[int] = field(default_factory=set)
+    launched: dict[int, list[str]] = field(default_factory=dict)  # job number -> overrides
+    returned_none: set[int] = field(default_factory=set)  # failed, or refused
     stopped: str | None = None
     lock: int | None = None  # the sweep directory's lock, held while this process lives
 
@@ -43,8 +37,8 @@ SWEEP = ThisSweep()
 
 
 def stop_sweep(signum: int, frame: Any) -> None:
-    """The main process's handler outside a job's training (between jobs, while one loads): nothing is
-    unsaved, so the sweep stops now, with its summary. A second signal while it is written stops at once."""
+    """The main process's handler between jobs: nothing is unsaved, so the sweep stops now, with its
+    summary. A second signal while it is written stops at once."""
     name = signal.Signals(signum).name
     if SWEEP.stopped is not None:
         print(f"error: second {name} while the sweep stopped: stopped at once", file=sys.stderr)
@@ -60,9 +54,8 @@ def stop_sweep(signum: int, frame: Any) -> None:
 
 
 def hold_sweep_dir(sweep_dir: Path) -> None:
-    """Lock the sweep directory for this process's life (the kernel drops the lock when it ends, also
-    on kill -9): a second sweep into it while this one lives is refused in one line, before it reads
-    a live job's record as "interrupted" and resumes it, appending to its train.log and its .hydra/."""
+    """Lock the sweep directory for this process's life (the kernel drops the lock, also on kill -9): a
+    second sweep into it would read a live job's record as "interrupted" and resume it."""
     try:
         SWEEP.lock = lock_run_dir(sweep_dir)
     except RunDirInUse:
@@ -75,9 +68,8 @@ def hold_sweep_dir(sweep_dir: Path) -> None:
 
 
 def other_jobs(config: DictConfig) -> list[tuple[int, str, str]]:
-    """The jobs of a grid (Hydra's basic sweeper) whose directory holds another job: (number, its run
-    name, this job's), unless overwrite=true. Found before the sweep starts; run_job refuses such a job
-    of any other sweeper (Optuna's trials are drawn as it goes) when its turn comes."""
+    """(number, its run name, this job's) of each job of a grid whose directory holds another job, unless
+    overwrite=true. Other sweepers' jobs (Optuna's) are refused by run_job when their turn comes."""
     if not str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
         return []
     params = config.hydra.sweeper.get("params") or {}
@@ -95,9 +87,8 @@ def other_jobs(config: DictConfig) -> list[tuple[int, str, str]]:
 
 
 def sweep_rows(config: DictConfig) -> list[dict[str, Any]]:
-    """summary.md's rows: the jobs this process launched, each as its directory records it (a job
-    refused, or a directory holding another sweep's job, says so); every job directory when the jobs
-    were launched elsewhere (hydra/launcher=slurm)."""
+    """summary.md's rows: the jobs this process launched, as their directories record them; every job
+    directory when the jobs were launched elsewhere (hydra/launcher=slurm)."""
     sweep_dir = Path(config.hydra.sweep.dir)
     here = str(config.hydra.launcher.get("_target_", "")).endswith(("BasicLauncher", "ParallelLauncher"))
     if not SWEEP.launched:  # none yet (stopped before its first job), or run by another launcher
@@ -173,8 +164,7 @@ def stop_line(stopped: str, rows: list[dict[str, Any]], total: int) -> str:
 
 
 def start(config: DictConfig) -> None:
-    """As the multirun starts: refuse a sweep directory that another live sweep holds, and a grid whose
-    directory holds another sweep's jobs (before Hydra writes into it), then stop on a signal between jobs."""
+    """As the multirun starts, before Hydra writes: refuse a sweep directory another sweep holds."""
     hold_sweep_dir(Path(config.hydra.sweep.dir))
     other = other_jobs(config)
     if other:

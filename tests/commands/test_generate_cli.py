@@ -26,4 +26,4 @@ def test_num_samples_prints_each_sample_and_sample_i_is_seed_plus_i_alone(traine
 def test_num_samples_below_one_is_refused(trained):
     run_dir, _ = trained
     result = run_main("generate", f"ckpt_path={run_dir}", "num_samples=0")
-    assert result.returncode == 2 and result.stderr.startswith("error: num_samples must be an integer >= 1")
+    assert result.returncode == 2 and result.stderr.startswith("error: num_samples must be a positive integer, got 0")

@@ -80,7 +80,7 @@ def test_a_blank_piece_stops_the_model_at_its_step(name, learner, monkeypatch):
 
 def test_a_run_refuses_unknown_exercises_and_the_fused_kernels(learner, monkeypatch):
     monkeypatch.setenv("SCRATCHGPT_EXERCISES", "attention,flash")
-    with pytest.raises(ConfigError, match="SCRATCHGPT_EXERCISES: unknown exercise 'flash': choose from causal_mask"):
+    with pytest.raises(ConfigError, match="SCRATCHGPT_EXERCISES: unknown exercise 'flash': choose one of causal_mask"):
         exercises.use_selected(fused=False)
     write("attention")
     monkeypatch.setenv("SCRATCHGPT_EXERCISES", "attention")

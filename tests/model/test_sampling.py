@@ -5,8 +5,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from src.model.checks import sampling
 from src.model.generation import (
-    check_sampling_args,
     fastest_thread_count,
     generate,
     next_token_distribution,
@@ -91,10 +91,10 @@ def test_argument_validation_accepts_exactly_the_valid_region(max_new_tokens, te
         max_new_tokens >= 0 and temperature >= 0 and (top_k is None or top_k >= 1) and (top_p is None or 0 < top_p <= 1)
     )
     if valid:
-        check_sampling_args(max_new_tokens, temperature, top_k, top_p)
+        sampling("", max_new_tokens, temperature, top_k, top_p)
     else:
         with pytest.raises(ValueError):
-            check_sampling_args(max_new_tokens, temperature, top_k, top_p)
+            sampling("", max_new_tokens, temperature, top_k, top_p)
 
 
 def test_sampling_draws_each_token_with_its_probability():

@@ -72,12 +72,12 @@ def test_bad_sweep_keys_are_refused_with_the_fix():
 
     message = "sweep.jobs_per_gpu must be a positive integer, got 0: e.g. sweep.jobs_per_gpu=2"
     with pytest.raises(ValueError, match=re.escape(message)):
-        sweep_checks.check_sweep_config(compose("train", ["sweep.jobs_per_gpu=0"]))
+        sweep_checks.check_sweep_job(compose("train", ["sweep.jobs_per_gpu=0"]), [])
     for override in ("sweep.jobs_per_gpu=two", "sweep.media=maybe"):  # the schema's types refuse these
         with pytest.raises(HydraException) as err:
             compose("train", [override])
         assert explain(err.value, "train", [override]).startswith(override.split("=")[0] + ": ")
-    sweep_checks.check_sweep_config(compose("train", ["sweep.jobs_per_gpu=4", "sweep.media=true"]))
+    sweep_checks.check_sweep_job(compose("train", ["sweep.jobs_per_gpu=4", "sweep.media=true"]), [])
 
 
 def test_sweep_jobs_skip_media_unless_asked(sweep_job):
