@@ -8,20 +8,9 @@
 
 Every step exists here as plain tensor math. `fused=True` swaps the last four lines for
 `torch.nn.functional.scaled_dot_product_attention`, which computes the same numbers in one
-kernel but cannot hand the weights back; tests prove both paths equal.
-
-Three of today's changes sit in MultiHeadAttention, each off by default:
-
-    num_kv_heads = k < h   (GQA; k = 1 is MQA): W_K, W_V give k heads of keys and values,
-                           each shared by h / k query heads, so the KV cache is h / k times smaller
-    qk_norm                Q, K = RMSNorm(Q), RMSNorm(K) per head, before the dot product: the
-                           scores stay bounded (|q . k| / sqrt(d_k) <= sqrt(d_k) times the gains)
-    rotary                 Q, K rotated by their positions (src/model/rotary.py)
-    value embedding        V = X W_V + E_V[token]: a per-layer table added to the values
-    smeared keys           k'_j = sigmoid(alpha_h) k_j + (1 - sigmoid(alpha_h)) k_{j-1}, k'_0 = k_0:
-                           each key also carries the previous position's key (smear_keys, below)
-    sliding window w       M[i, j] = -inf also where j <= i - w: query i sees keys i-w+1 .. i only
-                           (causal_mask, below; Mistral, Gemma 2's local layers)
+kernel but cannot hand the weights back; tests prove both paths equal. Today's switches that act
+inside attention (GQA, QK-norm, RoPE, value embeddings, smeared keys, a sliding window; the list is
+gpt.py's header) are each a step of MultiHeadAttention.forward, the identity when off.
 """
 
 from __future__ import annotations
@@ -32,10 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from src.model.checks import heads_divide, kv_heads_divide, positive_int
+from src.model.checks import attention_window, heads_divide, kv_heads_divide
 from src.model.kv_cache import KVCache
 from src.model.layers import RMSNorm
-from src.model.rotary import Rotary
 
 
 def causal_mask(T: int, device: torch.device | str | None = None, window: int | None = None) -> Tensor:
@@ -49,13 +37,6 @@ def causal_mask(T: int, device: torch.device | str | None = None, window: int | 
     if window is not None:
         mask = mask | ones.tril(diagonal=-window)  # j <= i - w: older than the window
     return mask.view(1, 1, T, T)
-
-
-def check_attention_window(window: int | None) -> None:
-    """The sliding window's limit, for the attention and both models' configs: w >= 1, or None."""
-    if window is not None:
-        fix = "each query sees its last w positions (itself included); null lets it see every earlier one"
-        positive_int("model.attention_window", window, fix)
 
 
 def softmax(scores: Tensor, dim: int = -1) -> Tensor:
@@ -160,6 +141,40 @@ class SingleHeadSelfAttention(nn.Module):
         return out, weights
 
 
+class Rotary(nn.Module):
+    """Rotary position embeddings (RoPE, Su et al. 2021): positions enter attention as rotations of Q and K.
+
+    Nothing is added to X. Each head's query and key at position m are rotated: the d_head numbers
+    form d_head/2 pairs (x_i, x_{i + d_head/2}), and pair i turns by the angle m * theta_i,
+
+        theta_i = base^(-2i / d_head)                      i = 0 .. d_head/2 - 1
+        [x_i', x_{i+d/2}'] = [x_i cos(m theta_i) - x_{i+d/2} sin(m theta_i),
+                              x_i sin(m theta_i) + x_{i+d/2} cos(m theta_i)]
+
+    that is x' = x * cos + rotate_half(x) * sin, rotate_half([x_1, x_2]) = [-x_2, x_1]. A rotation keeps
+    lengths, and q_m . k_n after rotating by m and n depends only on m - n: attention sees relative
+    positions, and keys cached during generation, rotated at their own positions, stay right for later
+    queries. (The pairs are (i, i + d/2), as in the Llama code; the paper pairs neighbours (2i, 2i+1):
+    the same rotation in a permuted basis.) cos and sin are buffers for positions m < max_len, shared
+    by the layers, never trained.
+    """
+
+    def __init__(self, d_head: int, max_len: int, base: float = 10000.0):
+        super().__init__()
+        theta = base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)  # (d_head/2,)
+        angle = torch.arange(max_len, dtype=torch.float64).unsqueeze(1) * theta  # (max_len, d_head/2): m theta_i
+        angle = torch.cat([angle, angle], dim=-1)  # (max_len, d_head): both halves turn by the same angle
+        self.register_buffer("cos", angle.cos().float(), persistent=False)
+        self.register_buffer("sin", angle.sin().float(), persistent=False)
+
+    def forward(self, x: Tensor, start: int = 0) -> Tensor:
+        """x: (B, h, T, d_head) at positions start..start+T-1 -> x rotated, same shape."""
+        T = x.shape[-2]
+        cos, sin = self.cos[start : start + T], self.sin[start : start + T]  # (T, d_head)
+        x_1, x_2 = x.chunk(2, dim=-1)
+        return x * cos + torch.cat([-x_2, x_1], dim=-1) * sin  # x * cos + rotate_half(x) * sin
+
+
 class Unrotated(nn.Module):
     """The positions step when nothing turns Q and K (sinusoidal or learned positions were added to X)."""
 
@@ -207,9 +222,9 @@ class MultiHeadAttention(nn.Module):
     ):
         super().__init__()
         heads_divide(d_model, num_heads)
-        check_attention_window(window)
-        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         kv_heads_divide(num_heads, num_kv_heads)
+        attention_window(window)
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
         self.num_kv_heads = num_kv_heads
         self.dropout, self.fused, self.window = dropout, fused, window

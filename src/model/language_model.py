@@ -1,24 +1,59 @@
-"""What every model here shares: ids in, logits for every position out, loss when targets are given.
-
-A subclass defines `hidden_states` (the architecture) and `logits` (the output layer); the
-forward pass, the KV cache and the attention maps then work the same for all of them.
-"""
+"""What both model kinds share: the keys of their configs, and ids in, logits for every position out,
+loss when targets are given. A subclass defines `hidden_states` (the architecture) and `logits` (the
+output layer); the forward pass, the KV cache and the attention maps then work the same for all."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from src.model import checks
+from src.model.checks import setting
 from src.model.kv_cache import KVCache
-from src.model.layers import cross_entropy
+from src.model.layers import NORMS, cross_entropy
+
+
+@dataclass
+class ModelConfig:
+    """The keys of both kinds (`model.<key>` on the command line): each setting's default and its line in --help."""
+
+    vocab_size: int
+    context_window: int = setting(64, "tokens the model sees at once; the data windows follow it")
+    embedding_dim: int = setting(120, "d, the width of the residual stream; must divide by num_heads")
+    num_heads: int = setting(4, "attention heads h, each d / h wide")
+    positional: str = setting(
+        "sinusoidal", "sinusoidal, learned or rope (Q and K rotated by position, nothing added to X)"
+    )
+    fused: bool = setting(True, "PyTorch's fused kernels; false: the plain tensor math (same numbers, slower)")
+    norm: str = setting("layer", "layer, or rms: x / sqrt(mean(x^2) + eps) * gain")
+    qk_norm: bool = setting(False, "RMSNorm of each head's Q and K before Q K^T")
+    num_kv_heads: int | None = setting(
+        None, "k heads of K and V shared by the query heads (GQA; 1 = MQA); null = num_heads"
+    )
+    logit_softcap: float | None = setting(None, "c: logits = c tanh(z / c); null = no cap")
+    smeared_keys: bool = setting(False, "k'_j = sigmoid(a_h) k_j + (1 - sigmoid(a_h)) k_{j-1}, a learned a_h per head")
+    attention_window: int | None = setting(None, "w: query i sees keys i-w+1 .. i; null = all earlier keys")
+
+    def __post_init__(self) -> None:
+        checks.positive_int("vocab_size", self.vocab_size)
+        checks.positive_int("model.context_window", self.context_window)
+        checks.heads_divide(self.embedding_dim, self.num_heads)
+        checks.positional(self.positional)
+        checks.choice("model.norm", self.norm, NORMS)
+        checks.kv_heads_divide(self.num_heads, self.num_kv_heads)
+        checks.logit_softcap(self.logit_softcap)
+        checks.attention_window(self.attention_window)
+        if self.positional == "rope":
+            checks.rope_fits(self.embedding_dim // self.num_heads)
 
 
 class CausalLanguageModel(nn.Module):
-    """Base class of SeedGPT and GPT. `cfg` is the model's config dataclass."""
+    """Base class of SeedGPT and GPT."""
 
-    cfg: Any
+    cfg: ModelConfig
     num_layers: int
     _compiled_forward: Any = None  # set by compile(): the training forward, compiled
 

@@ -19,11 +19,9 @@ with AdamW at an ordinary rate; `experiment=notes_recipe` switches all four to t
     embedding_scale     true: E[token] * sqrt(d) + PE      false: E[token] + PE
     output_projection   true: heads concatenated, @ W_O    false: heads concatenated
 
-The switches of today's models that apply to one attention layer work here too, as in the GPT
-(src/model/gpt.py): positional=rope, norm=rms (ln_affine then decides its gain), qk_norm,
-num_kv_heads, logit_softcap, smeared_keys (with which this one layer can be an induction head) and
-attention_window.
-It has no MLP, so no activation, and no residual stream, so no value embeddings.
+The switches of both kinds (ModelConfig in language_model.py) work here as in the GPT: rope, rms
+(ln_affine decides its gain), qk_norm, GQA, softcap, smeared keys (with which this one layer can be an
+induction head) and a window. No MLP and no residual stream: no activation, no value embeddings.
 """
 
 from __future__ import annotations
@@ -33,63 +31,32 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from src.model.attention import MultiHeadAttention, check_attention_window
-from src.model.checks import (
-    choice,
-    heads_divide,
-    kv_heads_divide,
-    logit_softcap,
-    positional,
-    positive_int,
-    rope_fits,
-    setting,
-)
+from src.model.attention import MultiHeadAttention, Rotary
+from src.model.checks import choice, setting
 from src.model.kv_cache import KVCache
-from src.model.language_model import CausalLanguageModel
-from src.model.layers import NORMS, TokenAndPositionEmbedding, norm_layer, softcap
-from src.model.rotary import Rotary
+from src.model.language_model import CausalLanguageModel, ModelConfig
+from src.model.layers import TokenAndPositionEmbedding, norm_layer, softcap
 
 INITS = ("small", "notes")
 
 
 @dataclass
-class SeedGPTConfig:
-    """The seed model's keys (`model.<key>`); each `setting(default, line)` is its default and its line in --help."""
+class SeedGPTConfig(ModelConfig):
+    """The seed model's keys: those of both kinds (ModelConfig) at the notes' sizes, and the four departures."""
 
-    vocab_size: int
     context_window: int = setting(10, "tokens the model sees at once; the data windows follow it")
     embedding_dim: int = setting(60, "d, the width of the embedding; must divide by num_heads")
     num_heads: int = setting(5, "attention heads h, each d / h wide")
     output_projection: bool = setting(True, "W_O after concatenating the heads (the notes: false)")
-    positional: str = setting("sinusoidal", "sinusoidal, learned or rope (Q and K rotated by position)")
     init: str = setting(
         "small", "N(0, 0.02^2) weights; or notes: E, W_Q, W_K, W_V, W_out drawn by torch.randn, N(0, 1)"
     )
-    ln_affine: bool = setting(True, "learned gain and bias after the layer norm (the notes: false)")
+    ln_affine: bool = setting(True, "learned gain and bias after the layer norm, or RMSNorm's gain (the notes: false)")
     embedding_scale: bool = setting(True, "E[token] * sqrt(d) + PE (the notes: false, E[token] + PE)")
-    fused: bool = setting(True, "PyTorch's fused kernels; false: the plain tensor math (same numbers, slower)")
-    norm: str = setting("layer", "layer, or rms (ln_affine: with a gain or not)")
-    qk_norm: bool = setting(False, "RMSNorm of each head's Q and K before Q K^T")
-    num_kv_heads: int | None = setting(
-        None, "k heads of K and V shared by the query heads (GQA; 1 = MQA); null = num_heads"
-    )
-    logit_softcap: float | None = setting(None, "c: logits = c tanh(z / c); null = no cap")
-    smeared_keys: bool = setting(False, "k'_j = sigmoid(a_h) k_j + (1 - sigmoid(a_h)) k_{j-1}, a learned a_h per head")
-    attention_window: int | None = setting(None, "w: query i sees keys i-w+1 .. i; null = all earlier keys")
 
     def __post_init__(self) -> None:
-        positive_int("vocab_size", self.vocab_size)
-        positive_int("model.context_window", self.context_window)
-        heads_divide(self.embedding_dim, self.num_heads)
-        positional(self.positional)
+        super().__post_init__()
         choice("model.init", self.init, INITS)
-        choice("model.norm", self.norm, NORMS)
-        if self.num_kv_heads is not None:
-            kv_heads_divide(self.num_heads, self.num_kv_heads)
-        logit_softcap(self.logit_softcap)
-        check_attention_window(self.attention_window)
-        if self.positional == "rope":
-            rope_fits(self.embedding_dim // self.num_heads)
 
 
 class SeedGPT(CausalLanguageModel):
