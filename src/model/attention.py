@@ -23,15 +23,12 @@ from torch import Tensor, nn
 
 from src.model.checks import attention_window, heads_divide, kv_heads_divide
 from src.model.kv_cache import KVCache
-from src.model.layers import RMSNorm
+from src.model.layers import RMSNorm, linear
 
 
 def causal_mask(T: int, device: torch.device | str | None = None, window: int | None = None) -> Tensor:
-    """Bool mask of shape (1, 1, T, T), True above the diagonal: position i may not see j > i.
-
-    With a sliding window w, also True where j <= i - w: query i sees only keys i-w+1 .. i (the last
-    w positions, its own included). The two leading ones broadcast over (batch, heads).
-    """
+    """Bool mask (1, 1, T, T), True where position i may not see j: above the diagonal (j > i) and, with a
+    sliding window w, where j <= i - w (query i sees keys i-w+1 .. i). The leading ones broadcast over (B, h)."""
     ones = torch.ones(T, T, dtype=torch.bool, device=device)
     mask = ones.triu(diagonal=1)  # j > i: the future
     if window is not None:
@@ -51,18 +48,10 @@ def softmax(scores: Tensor, dim: int = -1) -> Tensor:
 
 
 def scaled_dot_product_attention(
-    Q: Tensor,
-    K: Tensor,
-    V: Tensor,
-    mask: Tensor | None = None,
-    dropout: float = 0.0,
-    training: bool = False,
+    Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, dropout: float = 0.0, training: bool = False
 ) -> tuple[Tensor, Tensor]:
-    """The plain path: returns (context, weights).
-
-    Q: (..., T_q, d_k), K: (..., T_k, d_k), V: (..., T_k, d_v); mask is True where a query may
-    NOT attend and broadcasts to (..., T_q, T_k).
-    """
+    """The plain path: Q (..., T_q, d_k), K (..., T_k, d_k), V (..., T_k, d_v) -> (context, weights).
+    mask is True where a query may NOT attend and broadcasts to (..., T_q, T_k)."""
     d_k = Q.shape[-1]
     scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)  # (..., T_q, T_k)
     if mask is not None:
@@ -79,11 +68,9 @@ def smear_keys(K: Tensor, alpha: Tensor | None) -> Tensor:
 
         k'_j = sigmoid(alpha_h) k_j + (1 - sigmoid(alpha_h)) k_{j-1},   k'_0 = k_0
 
-    one learned scalar alpha_h per key head. A query that matches the previous position's part
-    of k'_j finds the position whose predecessor equals its own token, so one attention layer can
-    be an induction head without a previous-token head below it. Mixing keys j and j-1 looks
-    only backwards, so the causal mask still holds. K: (B, k, T, d_head), alpha: (k,), or None
-    (the option off): K as it is.
+    one learned scalar alpha_h per key head. A query that matches the previous position's part of k'_j
+    finds the position whose predecessor equals its own token, so one attention layer can be an induction
+    head. It looks only backwards: the causal mask still holds. K: (B, k, T, d_head); alpha None: K as is.
     """
     if alpha is None:
         return K
@@ -93,11 +80,8 @@ def smear_keys(K: Tensor, alpha: Tensor | None) -> Tensor:
 
 
 def attention_without_parameters(X: Tensor, causal: bool = True) -> tuple[Tensor, Tensor]:
-    """The notes' conceptual baseline: Q = K = V = X, no trainable matrices.
-
-    Each position becomes a similarity-weighted average of the (earlier) positions. Useful to
-    see attention work before anything is learned. X: (..., T, d). Returns (context, weights).
-    """
+    """The notes' baseline, Q = K = V = X with no trainable matrices: each position becomes a similarity-
+    weighted average of the (earlier) positions. X: (..., T, d) -> (context, weights)."""
     mask = causal_mask(X.shape[-2], X.device)[0, 0] if causal else None
     return scaled_dot_product_attention(X, X, X, mask=mask)
 
@@ -108,11 +92,8 @@ def _init_projection(d_in: int, d_out: int, std: float = 0.02) -> nn.Parameter:
 
 
 class SingleHeadSelfAttention(nn.Module):
-    """One causal head with its own W_Q, W_K, W_V of shape (d_model, d_k).
-
-    Kept separate from the multi-head module because it is the clearest place to watch the
-    shapes flow: set `trace_shapes=True` and every intermediate shape is printed.
-    """
+    """One causal head with its own W_Q, W_K, W_V (d_model, d_k): the clearest place to watch the shapes
+    flow (`trace_shapes=True` prints every intermediate shape)."""
 
     def __init__(self, d_model: int, d_k: int, dropout: float = 0.0, trace_shapes: bool = False):
         super().__init__()
@@ -144,19 +125,15 @@ class SingleHeadSelfAttention(nn.Module):
 class Rotary(nn.Module):
     """Rotary position embeddings (RoPE, Su et al. 2021): positions enter attention as rotations of Q and K.
 
-    Nothing is added to X. Each head's query and key at position m are rotated: the d_head numbers
-    form d_head/2 pairs (x_i, x_{i + d_head/2}), and pair i turns by the angle m * theta_i,
+    Nothing is added to X. The d_head numbers of a query or key at position m form pairs
+    (x_i, x_{i + d_head/2}), and pair i turns by the angle m theta_i, theta_i = base^(-2i / d_head):
 
-        theta_i = base^(-2i / d_head)                      i = 0 .. d_head/2 - 1
         [x_i', x_{i+d/2}'] = [x_i cos(m theta_i) - x_{i+d/2} sin(m theta_i),
                               x_i sin(m theta_i) + x_{i+d/2} cos(m theta_i)]
 
-    that is x' = x * cos + rotate_half(x) * sin, rotate_half([x_1, x_2]) = [-x_2, x_1]. A rotation keeps
-    lengths, and q_m . k_n after rotating by m and n depends only on m - n: attention sees relative
-    positions, and keys cached during generation, rotated at their own positions, stay right for later
-    queries. (The pairs are (i, i + d/2), as in the Llama code; the paper pairs neighbours (2i, 2i+1):
-    the same rotation in a permuted basis.) cos and sin are buffers for positions m < max_len, shared
-    by the layers, never trained.
+    q_m . k_n after the turns depends only on m - n, so keys cached during generation stay right for
+    later queries. (The Llama code's pairs; the paper pairs neighbours (2i, 2i+1), the same rotation in
+    a permuted basis.) cos and sin: buffers for positions m < max_len, shared by the layers.
     """
 
     def __init__(self, d_head: int, max_len: int, base: float = 10000.0):
@@ -183,10 +160,9 @@ class Unrotated(nn.Module):
 
 
 def fused_attention(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor, dropout: float, square: bool) -> Tensor:
-    """The fused path: F.scaled_dot_product_attention computes the plain path's context in one kernel,
-    without the weights. Q: (B, h, T, d_head); K, V: (B, k, T_k, d_head), k <= h (the kernel shares
-    the k heads itself, enable_gqa); mask: True where a query may NOT attend. `square`: the mask is
-    the plain causal (T, T) one, which the kernel builds itself (is_causal, its fastest path)."""
+    """The plain path's context in one kernel, without the weights. Q: (B, h, T, d_head); K, V: (B, k, T_k,
+    d_head), k <= h (enable_gqa shares them). `square`: the mask is the plain causal (T, T) one, which the
+    kernel builds itself (is_causal, its fastest path)."""
     gqa = K.shape[1] != Q.shape[1]
     if square:
         return F.scaled_dot_product_attention(Q, K, V, dropout_p=dropout, is_causal=True, enable_gqa=gqa)
@@ -196,12 +172,10 @@ def fused_attention(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor, dropout: floa
 class MultiHeadAttention(nn.Module):
     """h causal heads in parallel, concatenated and projected by W_O.
 
-    The heads are not separate modules: W_Q is (d_model, d_model) and its output is split into h
-    slices of d_head = d_model / h columns by reshape + transpose. W_K and W_V are
-    (d_model, k * d_head): k = num_kv_heads heads of keys and values (k = h unless GQA is asked for).
-
-    The options are composed here, once, so that `forward` is the notes' steps top to bottom: each
-    step is a module or a parameter that is the identity (or absent) when its option is off.
+    The heads are not separate modules: X W_Q (d_model wide) is split into h slices of d_head = d_model / h
+    columns by reshape + transpose; W_K and W_V give k = num_kv_heads heads (k = h unless GQA is asked for).
+    The options are composed here, once, so that `forward` is the notes' steps top to bottom: each step is
+    a module or a parameter that is the identity (or absent) when its option is off.
     """
 
     def __init__(
@@ -255,9 +229,7 @@ class MultiHeadAttention(nn.Module):
 
     def project_out(self, context: Tensor) -> Tensor:
         """The heads concatenated, (B, T, d_model), times W_O (+ b_O); as they are without W_O."""
-        if self.W_O is None:
-            return context
-        return context @ self.W_O if self.b_O is None else context @ self.W_O + self.b_O
+        return context if self.W_O is None else linear(context, self.W_O, self.b_O)
 
     def split_heads(self, X: Tensor, num_heads: int | None = None) -> Tensor:
         """(B, T, n * d_head) -> (B, n, T, d_head); n = num_heads unless given."""

@@ -125,16 +125,10 @@ class TokenAndPositionEmbedding(nn.Module):
     """
 
     def __init__(
-        self,
-        vocab_size: int,
-        d: int,
-        max_len: int,
-        positional: str = "sinusoidal",
-        std: float = 0.02,
-        scale_tokens: bool = True,
+        self, vocab_size: int, d: int, max_len: int, positional: str = "sinusoidal", scale_tokens: bool = True
     ):
         super().__init__()
-        self.E = nn.Parameter(torch.randn(vocab_size, d) * std)
+        self.E = nn.Parameter(torch.randn(vocab_size, d) * 0.02)
         self.position = positional_encoding(positional, max_len, d)
         self.scale = math.sqrt(d) if positional == "sinusoidal" and scale_tokens else 1.0
 
@@ -163,7 +157,16 @@ def silu(x: Tensor) -> Tensor:
     return x / (1.0 + torch.exp(-x))
 
 
-ACTIVATIONS = ("gelu", "relu2", "swiglu")
+# Each activation: the formula above, and PyTorch's kernel for it (fused=True).
+ACTIVATION = {"gelu": (gelu, F.gelu), "relu2": (relu2, lambda h: F.relu(h).square()), "swiglu": (silu, F.silu)}
+ACTIVATIONS = tuple(ACTIVATION)
+
+
+def linear(x: Tensor, W: Tensor, b: Tensor | None = None, fused: bool = False) -> Tensor:
+    """x W + b (no b: x W); fused: F.linear, the same numbers in one kernel."""
+    if fused:
+        return F.linear(x, W.t(), b)
+    return x @ W if b is None else x @ W + b
 
 
 def mlp_hidden(d: int, ratio: int, activation: str) -> int:
@@ -204,27 +207,11 @@ class MLP(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """x: (B, T, d) -> (B, T, d)."""
-        if self.fused:
-            h = F.linear(x, self.W_1.t(), self.b_1)  # (B, T, hidden)
-            if self.activation == "swiglu":
-                h = F.silu(h) * F.linear(x, self.W_3.t(), self.b_3)
-            else:
-                h = F.relu(h).square() if self.activation == "relu2" else F.gelu(h)
-            return self.dropout(F.linear(h, self.W_2.t(), self.b_2))
-        h = x @ self.W_1  # (B, T, hidden)
-        if self.b_1 is not None:
-            h = h + self.b_1
+        act = ACTIVATION[self.activation][self.fused]  # the formula, or its kernel when fused
+        h = act(linear(x, self.W_1, self.b_1, self.fused))  # (B, T, hidden)
         if self.activation == "swiglu":
-            value = x @ self.W_3  # (B, T, hidden)
-            if self.b_3 is not None:
-                value = value + self.b_3
-            h = silu(h) * value  # the gate times the value, elementwise
-        else:
-            h = relu2(h) if self.activation == "relu2" else gelu(h)
-        out = h @ self.W_2  # (B, T, d)
-        if self.b_2 is not None:
-            out = out + self.b_2
-        return self.dropout(out)
+            h = h * linear(x, self.W_3, self.b_3, self.fused)  # the gate times the value, elementwise
+        return self.dropout(linear(h, self.W_2, self.b_2, self.fused))  # (B, T, d)
 
 
 def softcap(z: Tensor, cap: float | None) -> Tensor:
