@@ -133,7 +133,7 @@ class Rotary(nn.Module):
 
     q_m . k_n after the turns depends only on m - n, so keys cached during generation stay right for
     later queries. (The Llama code's pairs; the paper pairs neighbours (2i, 2i+1), the same rotation in
-    a permuted basis.) cos and sin: buffers for positions m < max_len, shared by the layers.
+    a permuted basis.) cos and sin: buffers for positions m < max_len.
     """
 
     def __init__(self, d_head: int, max_len: int, base: float = 10000.0):
@@ -212,7 +212,7 @@ class MultiHeadAttention(nn.Module):
         # qk_norm: one gain of d_head numbers for all query heads, one for all key heads (as in Qwen3, OLMo 2).
         self.q_norm = RMSNorm(self.d_head, fused=fused) if qk_norm else nn.Identity()
         self.k_norm = RMSNorm(self.d_head, fused=fused) if qk_norm else nn.Identity()
-        self.rotary = Unrotated() if rotary is None else rotary  # RoPE: shared by the layers, its tables are buffers
+        self.rotary = Unrotated() if rotary is None else rotary  # RoPE: its tables are buffers, never trained
         # alpha_h of the smeared keys, one per key head; 0 starts each key as half its own, half its predecessor's.
         self.smear = nn.Parameter(torch.zeros(num_kv_heads)) if smeared_keys else None
 

@@ -34,10 +34,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from src.model.attention import MultiHeadAttention, Rotary
 from src.model.checks import InvalidModelConfig, choice, dropout, non_negative_int, positive_int, setting
 from src.model.kv_cache import KVCache
-from src.model.language_model import CausalLanguageModel, ModelConfig
+from src.model.language_model import CausalLanguageModel, ModelConfig, attention_layer
 from src.model.layers import ACTIVATIONS, MLP, TokenAndPositionEmbedding, norm_layer, softcap
 
 
@@ -70,24 +69,12 @@ class GPTConfig(ModelConfig):
 class Block(nn.Module):
     """Pre-LN residual block: normalise, transform, add back to the residual stream."""
 
-    def __init__(self, cfg: GPTConfig, rotary: Rotary | None = None):
+    def __init__(self, cfg: GPTConfig):
         super().__init__()
         d = cfg.embedding_dim
         out_std = 0.02 / math.sqrt(2 * cfg.num_layers)  # 2N residual branches add up
         self.ln_1 = norm_layer(cfg.norm, d, cfg.norm_gain, cfg.bias, cfg.fused)
-        self.attention = MultiHeadAttention(
-            d,
-            cfg.num_heads,
-            cfg.num_kv_heads,
-            dropout=cfg.dropout,
-            fused=cfg.fused,
-            bias=cfg.bias,
-            out_std=out_std,
-            qk_norm=cfg.qk_norm,
-            rotary=rotary,
-            smeared_keys=cfg.smeared_keys,
-            window=cfg.attention_window,
-        )
+        self.attention = attention_layer(cfg, dropout=cfg.dropout, bias=cfg.bias, out_std=out_std)
         self.residual_dropout = nn.Dropout(cfg.dropout)
         self.mlp = None  # mlp_ratio 0, attention-only: no MLP and no norm before it
         if cfg.mlp_ratio > 0:
@@ -124,8 +111,7 @@ class GPT(CausalLanguageModel):
         d = cfg.embedding_dim
         self.embedding = TokenAndPositionEmbedding(cfg.vocab_size, d, cfg.context_window, cfg.positional)
         self.dropout = nn.Dropout(cfg.dropout)
-        rotary = Rotary(d // cfg.num_heads, cfg.context_window) if cfg.positional == "rope" else None
-        self.blocks = nn.ModuleList(Block(cfg, rotary) for _ in range(cfg.num_layers))
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.num_layers))
         self.ln_f = norm_layer(cfg.norm, d, cfg.norm_gain, cfg.bias, cfg.fused)
         self.W_vocab = None if cfg.tie_weights else nn.Parameter(torch.randn(d, cfg.vocab_size) * 0.02)
 

@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from src.model import checks
+from src.model.attention import MultiHeadAttention, Rotary
 from src.model.checks import setting
 from src.model.kv_cache import KVCache
 from src.model.layers import NORMS, cross_entropy
@@ -50,21 +51,34 @@ class ModelConfig:
             checks.rope_fits(self.embedding_dim // self.num_heads)
 
 
+def attention_layer(cfg: ModelConfig, **options: Any) -> MultiHeadAttention:
+    """An attention layer on the keys both kinds share; `options`: a kind's own (dropout, bias, ...)."""
+    d_head = cfg.embedding_dim // cfg.num_heads
+    return MultiHeadAttention(
+        cfg.embedding_dim,
+        cfg.num_heads,
+        cfg.num_kv_heads,
+        fused=cfg.fused,
+        qk_norm=cfg.qk_norm,
+        rotary=Rotary(d_head, cfg.context_window) if cfg.positional == "rope" else None,
+        smeared_keys=cfg.smeared_keys,
+        window=cfg.attention_window,
+        **options,
+    )
+
+
 class CausalLanguageModel(nn.Module):
-    """Base class of SeedGPT and GPT."""
+    """Base class of SeedGPT and GPT. Each defines hidden_states(idx (B, T), cache, need_weights) -> the states fed
+    to the output layer (B, T, d) and each layer's attention weights, and logits(H) -> (B, T, vocab_size)."""
 
     cfg: ModelConfig
     num_layers: int
     _compiled_forward: Any = None  # set by compile(): the training forward, compiled
 
     def compile(self, **options: Any) -> None:
-        """torch.compile the training forward pass (replaces nn.Module.compile).
-
-        Only calls that build a graph for backward use it: one compiled graph for the whole run.
-        Validation, sampling and attention maps run eagerly (under no_grad), so they never
-        trigger a recompile mid-run. fullgraph=True: a graph break is an error here, never a
-        silent fall back to eager. The parameters are untouched: checkpoints keep plain names.
-        """
+        """torch.compile the training forward (replaces nn.Module.compile): one graph for the whole run.
+        Validation, sampling and attention maps run eagerly (under no_grad), so they never recompile it;
+        fullgraph=True makes a graph break an error. The parameters keep their plain names in checkpoints."""
         self._compiled_forward = torch.compile(self._forward, fullgraph=True, dynamic=False, **options)
 
     @property
@@ -88,16 +102,6 @@ class CausalLanguageModel(nn.Module):
                 f"crop it to the last {self.context_window}"
             )
         return start
-
-    def hidden_states(
-        self, idx: Tensor, cache: KVCache | None = None, need_weights: bool = False
-    ) -> tuple[Tensor, list[Tensor | None]]:
-        """idx (B, T) -> states fed to the output layer (B, T, d), each layer's attention weights."""
-        raise NotImplementedError
-
-    def logits(self, H: Tensor) -> Tensor:
-        """(B, T, d) -> (B, T, vocab_size)."""
-        raise NotImplementedError
 
     def forward(
         self, idx: Tensor, targets: Tensor | None = None, cache: KVCache | None = None

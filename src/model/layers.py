@@ -14,11 +14,8 @@ from src.model.checks import positional
 
 
 class LayerNorm(nn.Module):
-    """y = (x - mean) / sqrt(var + eps) * gain + bias, over the last dimension.
-
-    The variance is the biased one (divide by d, not d - 1), as in the original paper and
-    torch.nn.LayerNorm. Gain and bias are optional learnable vectors.
-    """
+    """y = (x - mean) / sqrt(var + eps) * gain + bias over the last dimension; gain and bias optional.
+    The variance is the biased one (divide by d, not d - 1), as in the paper and torch.nn.LayerNorm."""
 
     def __init__(self, d: int, eps: float = 1e-5, gain: bool = True, bias: bool = True, fused: bool = False):
         super().__init__()
@@ -40,11 +37,8 @@ class LayerNorm(nn.Module):
 
 
 class RMSNorm(nn.Module):
-    """y = x / sqrt(mean(x^2) + eps) * gain, over the last dimension (Zhang & Sennrich 2019).
-
-    LayerNorm without the mean: it only rescales each vector to root-mean-square 1, a little less
-    work, and what today's models use. The gain is optional (`gain=False`: no parameters at all).
-    """
+    """y = x / sqrt(mean(x^2) + eps) * gain (Zhang & Sennrich 2019): LayerNorm without the mean, rescaling
+    each vector to root-mean-square 1, as today's models do. The gain is optional."""
 
     def __init__(self, d: int, eps: float = 1e-5, gain: bool = True, fused: bool = False):
         super().__init__()
@@ -69,11 +63,8 @@ def norm_layer(kind: str, d: int, gain: bool = True, bias: bool = False, fused: 
 
 
 def sinusoidal_encoding(max_len: int, d: int) -> Tensor:
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
-
-    Returns (max_len, d). Each pair of columns is a clock of a different period, so every
-    position gets a unique, smoothly varying code that nothing has to learn.
-    """
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d)), (max_len, d):
+    each pair of columns a clock of its own period, so every position gets a code nothing has to learn."""
     pos = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (max_len, 1)
     two_i = torch.arange(0, d, 2, dtype=torch.float64)  # 2i = 0, 2, 4, ...
     angle = pos / 10000 ** (two_i / d)  # (max_len, ceil(d/2))
@@ -98,9 +89,9 @@ class SinusoidalPositionalEncoding(nn.Module):
 class LearnedPositionalEmbedding(nn.Module):
     """The alternative GPT-2 uses: one learned vector per position."""
 
-    def __init__(self, max_len: int, d: int, std: float = 0.02):
+    def __init__(self, max_len: int, d: int):
         super().__init__()
-        self.weight = nn.Parameter(torch.randn(max_len, d) * std)
+        self.weight = nn.Parameter(torch.randn(max_len, d) * 0.02)
 
     def forward(self, start: int, T: int) -> Tensor:
         return self.weight[start : start + T]
@@ -117,11 +108,9 @@ def positional_encoding(kind: str, max_len: int, d: int) -> nn.Module | None:
 class TokenAndPositionEmbedding(nn.Module):
     """X = E[token] * scale + PE[position]   -> (B, T, d);  X = E[token] with rotary positions.
 
-    E is the learned (vocab_size, d) embedding matrix, one row per character. With the fixed
-    sinusoidal code (entries of size ~1) the token rows are scaled by sqrt(d), as in "Attention
-    is all you need", so the token signal is not drowned by the position signal at the start
-    of training; learned positions start as small as the tokens and need no scale.
-    `scale_tokens=False` is the notes' X = E[token] + PE, with no scale at all.
+    E: the learned (vocab_size, d) matrix, a row per character. Beside the sinusoidal code (entries ~1) the
+    token rows are scaled by sqrt(d), as in "Attention is all you need", so the position signal does not
+    drown them at the start; learned positions start as small. `scale_tokens=False`: the notes' E[token] + PE.
     """
 
     def __init__(
@@ -215,19 +204,13 @@ class MLP(nn.Module):
 
 
 def softcap(z: Tensor, cap: float | None) -> Tensor:
-    """Logit soft-capping: c * tanh(z / c), close to z while |z| << c, never beyond +-c (Gemma 2).
-
-    None leaves the logits as they are.
-    """
+    """Logit soft-capping (Gemma 2): c * tanh(z / c), close to z while |z| << c, never beyond +-c; None: z."""
     return z if cap is None else cap * torch.tanh(z / cap)
 
 
 def cross_entropy(logits: Tensor, targets: Tensor, fused: bool = False, reduction: str = "mean") -> Tensor:
-    """-log softmax(logits)[target] per position, averaged unless reduction="none".
-
-    logits: (N, V), targets: (N,). log softmax is computed as z - max - log sum exp(z - max),
-    which never takes the log of an underflowed 0.
-    """
+    """-log softmax(logits)[target] per position, averaged unless reduction="none". logits: (N, V), targets:
+    (N,). log softmax = z - max - log sum exp(z - max), which never takes the log of an underflowed 0."""
     if fused:
         return F.cross_entropy(logits, targets, reduction=reduction)
     shifted = logits - logits.amax(dim=-1, keepdim=True)  # (N, V)

@@ -31,10 +31,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from src.model.attention import MultiHeadAttention, Rotary
 from src.model.checks import choice, setting
 from src.model.kv_cache import KVCache
-from src.model.language_model import CausalLanguageModel, ModelConfig
+from src.model.language_model import CausalLanguageModel, ModelConfig, attention_layer
 from src.model.layers import TokenAndPositionEmbedding, norm_layer, softcap
 
 INITS = ("small", "notes")
@@ -70,18 +69,7 @@ class SeedGPT(CausalLanguageModel):
             cfg.vocab_size, d, cfg.context_window, cfg.positional, scale_tokens=cfg.embedding_scale
         )
         self.ln = norm_layer(cfg.norm, d, gain=cfg.ln_affine, bias=cfg.ln_affine, fused=cfg.fused)
-        rotary = Rotary(d // cfg.num_heads, cfg.context_window) if cfg.positional == "rope" else None
-        self.attention = MultiHeadAttention(
-            d,
-            cfg.num_heads,
-            cfg.num_kv_heads,
-            fused=cfg.fused,
-            output_projection=cfg.output_projection,
-            qk_norm=cfg.qk_norm,
-            rotary=rotary,
-            smeared_keys=cfg.smeared_keys,
-            window=cfg.attention_window,
-        )
+        self.attention = attention_layer(cfg, output_projection=cfg.output_projection)
         self.W_out = nn.Parameter(torch.randn(d, cfg.vocab_size) * 0.02)
         self.b_out = nn.Parameter(torch.zeros(cfg.vocab_size))
         if cfg.init == "notes":
