@@ -1,8 +1,5 @@
-"""The models, in plain PyTorch (no Lightning, no Hydra), so they can be studied alone.
-
-Start at `attention.py`: the attention formula lives there. build_model makes a model from the
-plain config dict that Hydra and checkpoints store.
-"""
+"""The models, in plain PyTorch (no Lightning, no Hydra), so they can be studied alone. Start at `attention.py`,
+where the attention formula lives. build_model makes a model from the config dict Hydra and checkpoints store."""
 
 from collections.abc import Mapping
 from dataclasses import fields

@@ -103,22 +103,14 @@ class SingleHeadSelfAttention(nn.Module):
         self.dropout = dropout
         self.trace_shapes = trace_shapes
 
-    def _trace(self, name: str, tensor: Tensor) -> None:
-        if self.trace_shapes:
-            print(f"{name:>8}: {tuple(tensor.shape)}")
-
     def forward(self, X: Tensor) -> tuple[Tensor, Tensor]:
         """X: (B, T, d_model) -> out (B, T, d_k), weights (B, T, T)."""
-        self._trace("X", X)
         Q, K, V = X @ self.W_Q, X @ self.W_K, X @ self.W_V  # (B, T, d_k) each
-        self._trace("Q", Q)
-        self._trace("K", K)
-        self._trace("V", V)
         mask = causal_mask(X.shape[1], X.device)[0]  # (1, T, T)
-        self._trace("mask", mask)
         out, weights = scaled_dot_product_attention(Q, K, V, mask, self.dropout, self.training)
-        self._trace("weights", weights)
-        self._trace("out", out)
+        if self.trace_shapes:  # every intermediate, in the order computed
+            for name, tensor in {"X": X, "Q": Q, "K": K, "V": V, "mask": mask, "weights": weights, "out": out}.items():
+                print(f"{name:>8}: {tuple(tensor.shape)}")
         return out, weights
 
 

@@ -112,10 +112,6 @@ def logit_softcap(value: Any) -> None:
 POSITIONAL = ("sinusoidal", "learned", "rope")
 
 
-def positional(value: Any) -> None:
-    choice("model.positional", value, POSITIONAL)
-
-
 def attention_window(value: Any) -> None:
     if value is not None:
         fix = "each query sees its last w positions (itself included); null lets it see every earlier one"

@@ -7,18 +7,15 @@ logits = LN(X_N) W_vocab        (W_vocab = E^T when the weights are tied)
 That is GPT-2's model. The switches below move it, one place each, towards today's models; all are
 off by default, and each is written beside its formula where it acts:
 
-    model.positional=rope       no PE added; Q and K rotated by position       Rotary in attention.py
-    model.norm=rms              every LN becomes RMSNorm (model.norm_gain: with a gain or not)
-                                                                               RMSNorm in layers.py
-    model.activation=relu2      the MLP's GELU becomes max(0, x)^2; swiglu: a gated MLP
-                                                                               MLP in layers.py
-    model.qk_norm=true          RMSNorm of each head's Q and K before Q K^T    attention.py
-    model.num_kv_heads=k        k heads of K and V shared by the h query heads (GQA; 1 is MQA)
-                                                                               attention.py
-    model.logit_softcap=c       logits = c tanh(z / c)                         softcap in layers.py
-    model.value_embeddings=true V = X W_V + E_V[tokens], one table E_V per layer (Block, below)
-    model.smeared_keys=true     k'_j = sigmoid(alpha_h) k_j + (1 - sigmoid(alpha_h)) k_{j-1}
-                                (Olsson et al. 2022: one layer can be an induction head)  attention.py
+    model.positional=rope       no PE added; Q and K rotated by position          attention.py, Rotary
+    model.norm=rms              every LN becomes RMSNorm (norm_gain: with a gain or not)  layers.py
+    model.activation=relu2      the MLP's GELU becomes max(0, x)^2; swiglu: a gated MLP   layers.py, MLP
+    model.qk_norm=true          RMSNorm of each head's Q and K before Q K^T       attention.py
+    model.num_kv_heads=k        k heads of K, V shared by the h query heads (GQA)  attention.py
+    model.logit_softcap=c       logits = c tanh(z / c)                            layers.py, softcap
+    model.value_embeddings=true V = X W_V + E_V[tokens], a table E_V per layer    Block, below
+    model.smeared_keys=true     k'_j = s k_j + (1 - s) k_{j-1}, s = sigmoid(alpha_h): one layer can
+                                be an induction head (Olsson et al. 2022)         attention.py
     model.attention_window=w    query i sees keys i-w+1 .. i only (sliding window)  attention.py
 
 mlp_ratio=0 leaves the MLP out: an attention-only transformer, X_l = X_{l-1} + Attention(LN(X_{l-1})),

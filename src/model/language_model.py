@@ -25,15 +25,11 @@ class ModelConfig:
     context_window: int = setting(64, "tokens the model sees at once; the data windows follow it")
     embedding_dim: int = setting(120, "d, the width of the residual stream; must divide by num_heads")
     num_heads: int = setting(4, "attention heads h, each d / h wide")
-    positional: str = setting(
-        "sinusoidal", "sinusoidal, learned or rope (Q and K rotated by position, nothing added to X)"
-    )
+    positional: str = setting("sinusoidal", "sinusoidal, learned or rope (Q and K rotated by position, no PE)")
     fused: bool = setting(True, "PyTorch's fused kernels; false: the plain tensor math (same numbers, slower)")
     norm: str = setting("layer", "layer, or rms: x / sqrt(mean(x^2) + eps) * gain")
     qk_norm: bool = setting(False, "RMSNorm of each head's Q and K before Q K^T")
-    num_kv_heads: int | None = setting(
-        None, "k heads of K and V shared by the query heads (GQA; 1 = MQA); null = num_heads"
-    )
+    num_kv_heads: int | None = setting(None, "k key/value heads shared by the query heads (GQA; 1 = MQA); null = h")
     logit_softcap: float | None = setting(None, "c: logits = c tanh(z / c); null = no cap")
     smeared_keys: bool = setting(False, "k'_j = sigmoid(a_h) k_j + (1 - sigmoid(a_h)) k_{j-1}, a learned a_h per head")
     attention_window: int | None = setting(None, "w: query i sees keys i-w+1 .. i; null = all earlier keys")
@@ -42,7 +38,7 @@ class ModelConfig:
         checks.positive_int("vocab_size", self.vocab_size)
         checks.positive_int("model.context_window", self.context_window)
         checks.heads_divide(self.embedding_dim, self.num_heads)
-        checks.positional(self.positional)
+        checks.choice("model.positional", self.positional, checks.POSITIONAL)
         checks.choice("model.norm", self.norm, NORMS)
         checks.kv_heads_divide(self.num_heads, self.num_kv_heads)
         checks.logit_softcap(self.logit_softcap)

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from src.model.checks import positional
+from src.model.checks import POSITIONAL, choice
 
 
 class LayerNorm(nn.Module):
@@ -99,7 +99,7 @@ class LearnedPositionalEmbedding(nn.Module):
 
 def positional_encoding(kind: str, max_len: int, d: int) -> nn.Module | None:
     """The code added to X: sinusoidal or learned; None for rope, which rotates Q and K instead."""
-    positional(kind)  # sinusoidal, learned or rope; anything else is refused naming model.positional
+    choice("model.positional", kind, POSITIONAL)
     if kind == "rope":
         return None
     return LearnedPositionalEmbedding(max_len, d) if kind == "learned" else SinusoidalPositionalEncoding(max_len, d)

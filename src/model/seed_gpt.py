@@ -47,9 +47,7 @@ class SeedGPTConfig(ModelConfig):
     embedding_dim: int = setting(60, "d, the width of the embedding; must divide by num_heads")
     num_heads: int = setting(5, "attention heads h, each d / h wide")
     output_projection: bool = setting(True, "W_O after concatenating the heads (the notes: false)")
-    init: str = setting(
-        "small", "N(0, 0.02^2) weights; or notes: E, W_Q, W_K, W_V, W_out drawn by torch.randn, N(0, 1)"
-    )
+    init: str = setting("small", "N(0, 0.02^2) weights; notes: E, W_Q, W_K, W_V, W_out by torch.randn, N(0, 1)")
     ln_affine: bool = setting(True, "learned gain and bias after the layer norm, or RMSNorm's gain (the notes: false)")
     embedding_scale: bool = setting(True, "E[token] * sqrt(d) + PE (the notes: false, E[token] + PE)")
 
