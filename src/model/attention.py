@@ -7,10 +7,8 @@
     context  = weights V
 
 Every step exists here as plain tensor math. `fused=True` swaps the last four lines for
-`torch.nn.functional.scaled_dot_product_attention`, which computes the same numbers in one
-kernel but cannot hand the weights back; tests prove both paths equal. Today's switches that act
-inside attention (GQA, QK-norm, RoPE, value embeddings, smeared keys, a sliding window; the list is
-gpt.py's header) are each a step of MultiHeadAttention.forward, the identity when off.
+`torch.nn.functional.scaled_dot_product_attention`, the same numbers in one kernel, which cannot hand
+the weights back; tests prove both paths equal. Today's switches that act here: gpt.py's header.
 """
 
 from __future__ import annotations
@@ -37,11 +35,8 @@ def causal_mask(T: int, device: torch.device | str | None = None, window: int | 
 
 
 def softmax(scores: Tensor, dim: int = -1) -> Tensor:
-    """softmax(s)_j = exp(s_j - max s) / sum_k exp(s_k - max s).
-
-    Subtracting the row maximum changes nothing mathematically but keeps exp() from
-    overflowing; exp(-inf) = 0 is exactly how masked positions drop out.
-    """
+    """softmax(s)_j = exp(s_j - max s) / sum_k exp(s_k - max s): subtracting the row maximum changes nothing
+    but keeps exp() from overflowing; exp(-inf) = 0 is exactly how masked positions drop out."""
     shifted = scores - scores.amax(dim=dim, keepdim=True)
     exp = shifted.exp()
     return exp / exp.sum(dim=dim, keepdim=True)
@@ -123,9 +118,8 @@ class Rotary(nn.Module):
         [x_i', x_{i+d/2}'] = [x_i cos(m theta_i) - x_{i+d/2} sin(m theta_i),
                               x_i sin(m theta_i) + x_{i+d/2} cos(m theta_i)]
 
-    q_m . k_n after the turns depends only on m - n, so keys cached during generation stay right for
-    later queries. (The Llama code's pairs; the paper pairs neighbours (2i, 2i+1), the same rotation in
-    a permuted basis.) cos and sin: buffers for positions m < max_len.
+    q_m . k_n after the turns depends only on m - n, so keys cached during generation stay right for later
+    queries. (The Llama code's pairs; the paper's (2i, 2i+1) are the same rotation in a permuted basis.)
     """
 
     def __init__(self, d_head: int, max_len: int, base: float = 10000.0):
@@ -190,11 +184,10 @@ class MultiHeadAttention(nn.Module):
         heads_divide(d_model, num_heads)
         kv_heads_divide(num_heads, num_kv_heads)
         attention_window(window)
-        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
-        self.num_kv_heads = num_kv_heads
+        self.num_kv_heads = num_kv_heads or num_heads
         self.dropout, self.fused, self.window = dropout, fused, window
-        d_kv = num_kv_heads * self.d_head  # = d_model without GQA
+        d_kv = self.num_kv_heads * self.d_head  # = d_model without GQA
         self.W_Q = _init_projection(d_model, d_model)
         self.W_K = _init_projection(d_model, d_kv)
         self.W_V = _init_projection(d_model, d_kv)
@@ -206,11 +199,10 @@ class MultiHeadAttention(nn.Module):
         self.k_norm = RMSNorm(self.d_head, fused=fused) if qk_norm else nn.Identity()
         self.rotary = Unrotated() if rotary is None else rotary  # RoPE: its tables are buffers, never trained
         # alpha_h of the smeared keys, one per key head; 0 starts each key as half its own, half its predecessor's.
-        self.smear = nn.Parameter(torch.zeros(num_kv_heads)) if smeared_keys else None
+        self.smear = nn.Parameter(torch.zeros(self.num_kv_heads)) if smeared_keys else None
 
     def project(self, X: Tensor, value_embedding: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """Q, K, V = X W_Q (+ b_Q), X W_K (+ b_K), X W_V (+ b_V) (+ E_V[tokens], the value embedding).
-
         X: (B, T, d_model) -> Q (B, T, d_model), K and V (B, T, k d_head)."""
         Q, K, V = X @ self.W_Q, X @ self.W_K, X @ self.W_V
         if self.b_QKV is not None:
@@ -246,12 +238,9 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = False,
         value_embedding: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """X: (B, T, d_model) -> (out (B, T, d_model), weights (B, h, T, T_k) or None).
-
-        With a `cache`, X holds only the new positions start .. start + T - 1; the keys and values of
-        the earlier ones come from the cache, so T_k = start + T. `need_weights` forces the plain path.
-        value_embedding: E_V[tokens] (B, T, k d_head), added to V, or None.
-        """
+        """X: (B, T, d_model) -> (out (B, T, d_model), weights (B, h, T, T_k) or None). With a `cache`, X holds
+        only the new positions start .. start + T - 1, and T_k = start + T. `need_weights` forces the plain
+        path. value_embedding: E_V[tokens] (B, T, k d_head), added to V, or None."""
         start = 0 if cache is None else cache.length  # the position of X's first row
         Q, K, V = self.project(X, value_embedding)  # (B, T, d_model), (B, T, k d_head) twice
         k = self.num_kv_heads

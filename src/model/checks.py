@@ -29,10 +29,9 @@ def refuse(key: str, value: Any, must: str, fix: str = "", error: Error = Invali
 
 
 def unknown_key_message(key: str, owner: str, options: Sequence[str], elsewhere: Sequence[str] = ()) -> str:
-    """The one wording of "nothing reads this key", for every command and every place a key is checked:
-    the model, the optimizer, the config's own keys, a class a config instantiates, and Hydra's
-    misspelt keys (src/run/cli.py passes every key of the config as `elsewhere`). A near spelling
-    among the owner's options, or the same last name elsewhere (data.context_window), is offered."""
+    """The one wording of "nothing reads this key", wherever a key is checked (the model, the optimizer, the
+    config's own keys, a class a config instantiates, Hydra's misspelt keys: src/run/cli.py passes every key
+    as `elsewhere`). A near spelling among the owner's options, or the same last name elsewhere, is offered."""
     parent, _, name = key.rpartition(".")
     own = [f"{parent}.{o}" if parent else str(o) for o in difflib.get_close_matches(name, options, n=1, cutoff=0.8)]
     others = [k for k in elsewhere if k.rpartition(".")[0] != parent]  # a misspelt parent: modle.num_heads
@@ -85,9 +84,7 @@ def heads_divide(embedding_dim: int, num_heads: int) -> None:
 
 def kv_heads_divide(num_heads: int, num_kv_heads: int | None) -> None:
     """GQA: each of the k key/value heads serves h / k query heads, so k must divide h (None: k = h)."""
-    if num_kv_heads is None:
-        return
-    if not is_int(num_kv_heads) or num_kv_heads < 1 or num_heads % num_kv_heads != 0:
+    if num_kv_heads is not None and (not is_int(num_kv_heads) or num_kv_heads < 1 or num_heads % num_kv_heads):
         raise InvalidModelConfig(
             f"model.num_kv_heads must divide num_heads ({num_heads}), got {num_kv_heads!r}: "
             f"choose one of {', '.join(str(k) for k in range(1, num_heads + 1) if num_heads % k == 0)}, "

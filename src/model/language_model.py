@@ -49,14 +49,13 @@ class ModelConfig:
 
 def attention_layer(cfg: ModelConfig, **options: Any) -> MultiHeadAttention:
     """An attention layer on the keys both kinds share; `options`: a kind's own (dropout, bias, ...)."""
-    d_head = cfg.embedding_dim // cfg.num_heads
     return MultiHeadAttention(
         cfg.embedding_dim,
         cfg.num_heads,
         cfg.num_kv_heads,
         fused=cfg.fused,
         qk_norm=cfg.qk_norm,
-        rotary=Rotary(d_head, cfg.context_window) if cfg.positional == "rope" else None,
+        rotary=Rotary(cfg.embedding_dim // cfg.num_heads, cfg.context_window) if cfg.positional == "rope" else None,
         smeared_keys=cfg.smeared_keys,
         window=cfg.attention_window,
         **options,

@@ -123,9 +123,7 @@ class TokenAndPositionEmbedding(nn.Module):
 
     def forward(self, idx: Tensor, start: int = 0) -> Tensor:
         """idx: (B, T) token ids at positions start..start+T-1 -> X: (B, T, d)."""
-        tokens = F.embedding(idx, self.E)  # row idx of E: (B, T, d)
-        if self.scale != 1.0:
-            tokens = tokens * self.scale
+        tokens = F.embedding(idx, self.E) * self.scale  # row idx of E, times sqrt(d) or 1: (B, T, d)
         if self.position is None:  # rope: positions are rotations inside attention
             return tokens
         return tokens + self.position(start, idx.shape[1])  # (T, d) broadcasts over B
@@ -167,9 +165,7 @@ class MLP(nn.Module):
     """The position-wise feed-forward net: expand by `ratio`, activate, project back.
 
     gelu, relu2:  MLP(x) = act(x W_1 + b_1) W_2 + b_2
-    swiglu:       MLP(x) = (SiLU(x W_1) * (x W_3)) W_2     (Shazeer 2020: a gate times a value,
-                  elementwise; hidden width 2/3 * ratio * d so the three matrices hold as many
-                  parameters as the two of the others)
+    swiglu:       MLP(x) = (SiLU(x W_1) * (x W_3)) W_2     (Shazeer 2020: a gate times a value, elementwise)
     """
 
     def __init__(

@@ -6,22 +6,20 @@
     context = softmax(Q K^T / sqrt(d_k) + M) V,  heads concatenated, times W_O (optional)
     logits  = context W_out + b_out                 (B, T, vocab_size)
 
-No residual connection, no MLP: the smallest model in which attention alone predicts the next
-character. The notes' sizes are the defaults: context_window 10, embedding_dim 60, 5 heads.
+No residual connection, no MLP (so no activation, no value embeddings): the smallest model in which
+attention alone predicts the next character. The notes' sizes are the defaults: T 10, d 60, 5 heads.
 
 Four options are where `model=seed` departs from the notes by default, each to train better
 with AdamW at an ordinary rate; `experiment=notes_recipe` switches all four to the notes' values:
 
     option              default (model=seed)               the notes
-    init                small: N(0, 0.02^2) weights        notes: torch.randn (N(0, 1)) for E, W_Q,
-                                                           W_K, W_V and W_out; b_out = 0
+    init                small: N(0, 0.02^2) weights        notes: torch.randn for E, W_Q, W_K, W_V, W_out
     ln_affine           true: LayerNorm(X) * gain + bias   false: (X - mean) / sqrt(var + eps)
     embedding_scale     true: E[token] * sqrt(d) + PE      false: E[token] + PE
     output_projection   true: heads concatenated, @ W_O    false: heads concatenated
 
-The switches of both kinds (ModelConfig in language_model.py) work here as in the GPT: rope, rms
-(ln_affine decides its gain), qk_norm, GQA, softcap, smeared keys (with which this one layer can be an
-induction head) and a window. No MLP and no residual stream: no activation, no value embeddings.
+The switches of both kinds (ModelConfig, language_model.py) work here as in the GPT; rms takes its gain
+from ln_affine, and smeared keys let this one layer be an induction head.
 """
 
 from __future__ import annotations
@@ -35,8 +33,6 @@ from src.model.checks import choice, setting
 from src.model.kv_cache import KVCache
 from src.model.language_model import CausalLanguageModel, ModelConfig, attention_layer
 from src.model.layers import TokenAndPositionEmbedding, norm_layer, softcap
-
-INITS = ("small", "notes")
 
 
 @dataclass
@@ -53,7 +49,7 @@ class SeedGPTConfig(ModelConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        choice("model.init", self.init, INITS)
+        choice("model.init", self.init, ("small", "notes"))
 
 
 class SeedGPT(CausalLanguageModel):
