@@ -1,6 +1,5 @@
-"""What both model kinds share: the keys of their configs, and ids in, logits for every position out,
-loss when targets are given. A subclass defines `hidden_states` (the architecture) and `logits` (the
-output layer); the forward pass, the KV cache and the attention maps then work the same for all."""
+"""What both model kinds share: their config's common keys, their attention layer, and ids in, logits for
+every position out, loss when targets are given (the forward pass, the KV cache, the attention maps)."""
 
 from __future__ import annotations
 
