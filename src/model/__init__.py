@@ -1,8 +1,5 @@
-"""The models, in plain PyTorch (no Lightning, no Hydra), so they can be studied alone.
-
-Start at `attention.py`: the attention formula lives there. build_model makes a model from the
-plain config dict that Hydra and checkpoints store.
-"""
+"""The models, in plain PyTorch (no Lightning, no Hydra), so they can be studied alone. Start at `attention.py`,
+where the attention formula lives. build_model makes a model from the config dict Hydra and checkpoints store."""
 
 from collections.abc import Mapping
 from dataclasses import fields
@@ -13,7 +10,6 @@ from src.model.attention import (
     SingleHeadSelfAttention,
     attention_without_parameters,
     causal_mask,
-    scaled_dot_product_attention,
     softmax,
 )
 from src.model.checks import InvalidModelConfig, unknown_key
@@ -29,11 +25,8 @@ def options_of(kind: str) -> set[str]:
 
 
 def model_config(config: Mapping[str, Any], vocab_size: int) -> GPTConfig | SeedGPTConfig:
-    """config: {"kind": "gpt" | "seed", ...the fields of GPTConfig or SeedGPTConfig}, checked.
-
-    The kind is chosen with `model=gpt` or `model=seed`, which bring that model's options;
-    `model.kind=...` alone would keep the other model's options, so it is refused naming the fix.
-    """
+    """config: {"kind": "gpt" | "seed", ...the fields of GPTConfig or SeedGPTConfig}, checked. `model=seed`
+    brings the seed model's options; `model.kind=seed` alone keeps the GPT's, so it is refused naming the fix."""
     options = dict(config)
     kind = options.pop("kind", "gpt")
     if kind not in MODELS:
@@ -59,10 +52,9 @@ def model_config(config: Mapping[str, Any], vocab_size: int) -> GPTConfig | Seed
 
 
 def parameters_of(config: Mapping[str, Any], vocab_size: int) -> int:
-    """The parameters build_model(config, vocab_size) allocates, exactly: the model built on torch's
-    meta device (shapes, no memory) and counted. The one parameter count: the run's memory and disk
-    estimates, and the bound a checkpoint's file must hold (a config edited to embedding_dim=65536,
-    num_layers=64 made generate allocate until the kernel killed it)."""
+    """The parameters build_model(config, vocab_size) allocates, exactly: the model built on the meta device
+    (shapes, no memory) and counted. The one parameter count: the run's memory and disk estimates, and
+    the bound a checkpoint's file must hold (an edited config once made generate allocate until killed)."""
     import torch
 
     with torch.device("meta"):
@@ -77,7 +69,6 @@ def build_model(config: Mapping[str, Any], vocab_size: int) -> CausalLanguageMod
 __all__ = [
     "GPT",
     "MODELS",
-    "CausalLanguageModel",
     "GPTConfig",
     "MultiHeadAttention",
     "SeedGPT",
@@ -89,6 +80,5 @@ __all__ = [
     "parameters_of",
     "causal_mask",
     "count_parameters",
-    "scaled_dot_product_attention",
     "softmax",
 ]

@@ -7,21 +7,8 @@
     context  = weights V
 
 Every step exists here as plain tensor math. `fused=True` swaps the last four lines for
-`torch.nn.functional.scaled_dot_product_attention`, which computes the same numbers in one
-kernel but cannot hand the weights back; tests prove both paths equal.
-
-Three of today's changes sit in MultiHeadAttention, each off by default:
-
-    num_kv_heads = k < h   (GQA; k = 1 is MQA): W_K, W_V give k heads of keys and values,
-                           each shared by h / k query heads, so the KV cache is h / k times smaller
-    qk_norm                Q, K = RMSNorm(Q), RMSNorm(K) per head, before the dot product: the
-                           scores stay bounded (|q . k| / sqrt(d_k) <= sqrt(d_k) times the gains)
-    rotary                 Q, K rotated by their positions (src/model/rotary.py)
-    value embedding        V = X W_V + E_V[token]: a per-layer table added to the values
-    smeared keys           k'_j = sigmoid(alpha_h) k_j + (1 - sigmoid(alpha_h)) k_{j-1}, k'_0 = k_0:
-                           each key also carries the previous position's key (smear_keys, below)
-    sliding window w       M[i, j] = -inf also where j <= i - w: query i sees keys i-w+1 .. i only
-                           (causal_mask, below; Mistral, Gemma 2's local layers)
+`torch.nn.functional.scaled_dot_product_attention`, the same numbers in one kernel, which cannot hand
+the weights back; tests prove both paths equal. Today's switches that act here: gpt.py's header.
 """
 
 from __future__ import annotations
@@ -32,18 +19,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from src.model.checks import heads_divide, kv_heads_divide, positive_int
+from src.model.checks import attention_window, heads_divide, kv_heads_divide
 from src.model.kv_cache import KVCache
-from src.model.layers import RMSNorm
-from src.model.rotary import Rotary
+from src.model.layers import RMSNorm, linear
 
 
 def causal_mask(T: int, device: torch.device | str | None = None, window: int | None = None) -> Tensor:
-    """Bool mask of shape (1, 1, T, T), True above the diagonal: position i may not see j > i.
-
-    With a sliding window w, also True where j <= i - w: query i sees only keys i-w+1 .. i (the last
-    w positions, its own included). The two leading ones broadcast over (batch, heads).
-    """
+    """Bool mask (1, 1, T, T), True where position i may not see j: above the diagonal (j > i) and, with a
+    sliding window w, where j <= i - w (query i sees keys i-w+1 .. i). The leading ones broadcast over (B, h)."""
     ones = torch.ones(T, T, dtype=torch.bool, device=device)
     mask = ones.triu(diagonal=1)  # j > i: the future
     if window is not None:
@@ -51,37 +34,19 @@ def causal_mask(T: int, device: torch.device | str | None = None, window: int | 
     return mask.view(1, 1, T, T)
 
 
-def check_attention_window(window: int | None) -> None:
-    """The sliding window's limit, for the attention and both models' configs: w >= 1, or None."""
-    if window is not None:
-        fix = "each query sees its last w positions (itself included); null lets it see every earlier one"
-        positive_int("model.attention_window", window, fix)
-
-
 def softmax(scores: Tensor, dim: int = -1) -> Tensor:
-    """softmax(s)_j = exp(s_j - max s) / sum_k exp(s_k - max s).
-
-    Subtracting the row maximum changes nothing mathematically but keeps exp() from
-    overflowing; exp(-inf) = 0 is exactly how masked positions drop out.
-    """
+    """softmax(s)_j = exp(s_j - max s) / sum_k exp(s_k - max s): subtracting the row maximum changes nothing
+    but keeps exp() from overflowing; exp(-inf) = 0 is exactly how masked positions drop out."""
     shifted = scores - scores.amax(dim=dim, keepdim=True)
     exp = shifted.exp()
     return exp / exp.sum(dim=dim, keepdim=True)
 
 
 def scaled_dot_product_attention(
-    Q: Tensor,
-    K: Tensor,
-    V: Tensor,
-    mask: Tensor | None = None,
-    dropout: float = 0.0,
-    training: bool = False,
+    Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, dropout: float = 0.0, training: bool = False
 ) -> tuple[Tensor, Tensor]:
-    """The plain path: returns (context, weights).
-
-    Q: (..., T_q, d_k), K: (..., T_k, d_k), V: (..., T_k, d_v); mask is True where a query may
-    NOT attend and broadcasts to (..., T_q, T_k).
-    """
+    """The plain path: Q (..., T_q, d_k), K (..., T_k, d_k), V (..., T_k, d_v) -> (context, weights).
+    mask is True where a query may NOT attend and broadcasts to (..., T_q, T_k)."""
     d_k = Q.shape[-1]
     scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)  # (..., T_q, T_k)
     if mask is not None:
@@ -98,11 +63,9 @@ def smear_keys(K: Tensor, alpha: Tensor | None) -> Tensor:
 
         k'_j = sigmoid(alpha_h) k_j + (1 - sigmoid(alpha_h)) k_{j-1},   k'_0 = k_0
 
-    one learned scalar alpha_h per key head. A query that matches the previous position's part
-    of k'_j finds the position whose predecessor equals its own token, so one attention layer can
-    be an induction head without a previous-token head below it. Mixing keys j and j-1 looks
-    only backwards, so the causal mask still holds. K: (B, k, T, d_head), alpha: (k,), or None
-    (the option off): K as it is.
+    one learned scalar alpha_h per key head. A query that matches the previous position's part of k'_j
+    finds the position whose predecessor equals its own token, so one attention layer can be an induction
+    head. It looks only backwards: the causal mask still holds. K: (B, k, T, d_head); alpha None: K as is.
     """
     if alpha is None:
         return K
@@ -112,11 +75,8 @@ def smear_keys(K: Tensor, alpha: Tensor | None) -> Tensor:
 
 
 def attention_without_parameters(X: Tensor, causal: bool = True) -> tuple[Tensor, Tensor]:
-    """The notes' conceptual baseline: Q = K = V = X, no trainable matrices.
-
-    Each position becomes a similarity-weighted average of the (earlier) positions. Useful to
-    see attention work before anything is learned. X: (..., T, d). Returns (context, weights).
-    """
+    """The notes' baseline, Q = K = V = X with no trainable matrices: each position becomes a similarity-
+    weighted average of the (earlier) positions. X: (..., T, d) -> (context, weights)."""
     mask = causal_mask(X.shape[-2], X.device)[0, 0] if causal else None
     return scaled_dot_product_attention(X, X, X, mask=mask)
 
@@ -127,11 +87,8 @@ def _init_projection(d_in: int, d_out: int, std: float = 0.02) -> nn.Parameter:
 
 
 class SingleHeadSelfAttention(nn.Module):
-    """One causal head with its own W_Q, W_K, W_V of shape (d_model, d_k).
-
-    Kept separate from the multi-head module because it is the clearest place to watch the
-    shapes flow: set `trace_shapes=True` and every intermediate shape is printed.
-    """
+    """One causal head with its own W_Q, W_K, W_V (d_model, d_k): the clearest place to watch the shapes
+    flow (`trace_shapes=True` prints every intermediate shape)."""
 
     def __init__(self, d_model: int, d_k: int, dropout: float = 0.0, trace_shapes: bool = False):
         super().__init__()
@@ -141,23 +98,44 @@ class SingleHeadSelfAttention(nn.Module):
         self.dropout = dropout
         self.trace_shapes = trace_shapes
 
-    def _trace(self, name: str, tensor: Tensor) -> None:
-        if self.trace_shapes:
-            print(f"{name:>8}: {tuple(tensor.shape)}")
-
     def forward(self, X: Tensor) -> tuple[Tensor, Tensor]:
         """X: (B, T, d_model) -> out (B, T, d_k), weights (B, T, T)."""
-        self._trace("X", X)
         Q, K, V = X @ self.W_Q, X @ self.W_K, X @ self.W_V  # (B, T, d_k) each
-        self._trace("Q", Q)
-        self._trace("K", K)
-        self._trace("V", V)
         mask = causal_mask(X.shape[1], X.device)[0]  # (1, T, T)
-        self._trace("mask", mask)
         out, weights = scaled_dot_product_attention(Q, K, V, mask, self.dropout, self.training)
-        self._trace("weights", weights)
-        self._trace("out", out)
+        if self.trace_shapes:  # every intermediate, in the order computed
+            for name, tensor in {"X": X, "Q": Q, "K": K, "V": V, "mask": mask, "weights": weights, "out": out}.items():
+                print(f"{name:>8}: {tuple(tensor.shape)}")
         return out, weights
+
+
+class Rotary(nn.Module):
+    """Rotary position embeddings (RoPE, Su et al. 2021): positions enter attention as rotations of Q and K.
+
+    Nothing is added to X. The d_head numbers of a query or key at position m form pairs
+    (x_i, x_{i + d_head/2}), and pair i turns by the angle m theta_i, theta_i = base^(-2i / d_head):
+
+        [x_i', x_{i+d/2}'] = [x_i cos(m theta_i) - x_{i+d/2} sin(m theta_i),
+                              x_i sin(m theta_i) + x_{i+d/2} cos(m theta_i)]
+
+    q_m . k_n after the turns depends only on m - n, so keys cached during generation stay right for later
+    queries. (The Llama code's pairs; the paper's (2i, 2i+1) are the same rotation in a permuted basis.)
+    """
+
+    def __init__(self, d_head: int, max_len: int, base: float = 10000.0):
+        super().__init__()
+        theta = base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)  # (d_head/2,)
+        angle = torch.arange(max_len, dtype=torch.float64).unsqueeze(1) * theta  # (max_len, d_head/2): m theta_i
+        angle = torch.cat([angle, angle], dim=-1)  # (max_len, d_head): both halves turn by the same angle
+        self.register_buffer("cos", angle.cos().float(), persistent=False)
+        self.register_buffer("sin", angle.sin().float(), persistent=False)
+
+    def forward(self, x: Tensor, start: int = 0) -> Tensor:
+        """x: (B, h, T, d_head) at positions start..start+T-1 -> x rotated, same shape."""
+        T = x.shape[-2]
+        cos, sin = self.cos[start : start + T], self.sin[start : start + T]  # (T, d_head)
+        x_1, x_2 = x.chunk(2, dim=-1)
+        return x * cos + torch.cat([-x_2, x_1], dim=-1) * sin  # x * cos + rotate_half(x) * sin
 
 
 class Unrotated(nn.Module):
@@ -168,10 +146,9 @@ class Unrotated(nn.Module):
 
 
 def fused_attention(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor, dropout: float, square: bool) -> Tensor:
-    """The fused path: F.scaled_dot_product_attention computes the plain path's context in one kernel,
-    without the weights. Q: (B, h, T, d_head); K, V: (B, k, T_k, d_head), k <= h (the kernel shares
-    the k heads itself, enable_gqa); mask: True where a query may NOT attend. `square`: the mask is
-    the plain causal (T, T) one, which the kernel builds itself (is_causal, its fastest path)."""
+    """The plain path's context in one kernel, without the weights. Q: (B, h, T, d_head); K, V: (B, k, T_k,
+    d_head), k <= h (enable_gqa shares them). `square`: the mask is the plain causal (T, T) one, which the
+    kernel builds itself (is_causal, its fastest path)."""
     gqa = K.shape[1] != Q.shape[1]
     if square:
         return F.scaled_dot_product_attention(Q, K, V, dropout_p=dropout, is_causal=True, enable_gqa=gqa)
@@ -181,12 +158,10 @@ def fused_attention(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor, dropout: floa
 class MultiHeadAttention(nn.Module):
     """h causal heads in parallel, concatenated and projected by W_O.
 
-    The heads are not separate modules: W_Q is (d_model, d_model) and its output is split into h
-    slices of d_head = d_model / h columns by reshape + transpose. W_K and W_V are
-    (d_model, k * d_head): k = num_kv_heads heads of keys and values (k = h unless GQA is asked for).
-
-    The options are composed here, once, so that `forward` is the notes' steps top to bottom: each
-    step is a module or a parameter that is the identity (or absent) when its option is off.
+    The heads are not separate modules: X W_Q (d_model wide) is split into h slices of d_head = d_model / h
+    columns by reshape + transpose; W_K and W_V give k = num_kv_heads heads (k = h unless GQA is asked for).
+    The options are composed here, once, so that `forward` is the notes' steps top to bottom: each step is
+    a module or a parameter that is the identity (or absent) when its option is off.
     """
 
     def __init__(
@@ -207,13 +182,12 @@ class MultiHeadAttention(nn.Module):
     ):
         super().__init__()
         heads_divide(d_model, num_heads)
-        check_attention_window(window)
-        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         kv_heads_divide(num_heads, num_kv_heads)
+        attention_window(window)
         self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
-        self.num_kv_heads = num_kv_heads
+        self.num_kv_heads = num_kv_heads or num_heads
         self.dropout, self.fused, self.window = dropout, fused, window
-        d_kv = num_kv_heads * self.d_head  # = d_model without GQA
+        d_kv = self.num_kv_heads * self.d_head  # = d_model without GQA
         self.W_Q = _init_projection(d_model, d_model)
         self.W_K = _init_projection(d_model, d_kv)
         self.W_V = _init_projection(d_model, d_kv)
@@ -223,13 +197,12 @@ class MultiHeadAttention(nn.Module):
         # qk_norm: one gain of d_head numbers for all query heads, one for all key heads (as in Qwen3, OLMo 2).
         self.q_norm = RMSNorm(self.d_head, fused=fused) if qk_norm else nn.Identity()
         self.k_norm = RMSNorm(self.d_head, fused=fused) if qk_norm else nn.Identity()
-        self.rotary = Unrotated() if rotary is None else rotary  # RoPE: shared by the layers, its tables are buffers
+        self.rotary = Unrotated() if rotary is None else rotary  # RoPE: its tables are buffers, never trained
         # alpha_h of the smeared keys, one per key head; 0 starts each key as half its own, half its predecessor's.
-        self.smear = nn.Parameter(torch.zeros(num_kv_heads)) if smeared_keys else None
+        self.smear = nn.Parameter(torch.zeros(self.num_kv_heads)) if smeared_keys else None
 
     def project(self, X: Tensor, value_embedding: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """Q, K, V = X W_Q (+ b_Q), X W_K (+ b_K), X W_V (+ b_V) (+ E_V[tokens], the value embedding).
-
         X: (B, T, d_model) -> Q (B, T, d_model), K and V (B, T, k d_head)."""
         Q, K, V = X @ self.W_Q, X @ self.W_K, X @ self.W_V
         if self.b_QKV is not None:
@@ -240,9 +213,7 @@ class MultiHeadAttention(nn.Module):
 
     def project_out(self, context: Tensor) -> Tensor:
         """The heads concatenated, (B, T, d_model), times W_O (+ b_O); as they are without W_O."""
-        if self.W_O is None:
-            return context
-        return context @ self.W_O if self.b_O is None else context @ self.W_O + self.b_O
+        return context if self.W_O is None else linear(context, self.W_O, self.b_O)
 
     def split_heads(self, X: Tensor, num_heads: int | None = None) -> Tensor:
         """(B, T, n * d_head) -> (B, n, T, d_head); n = num_heads unless given."""
@@ -267,12 +238,9 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = False,
         value_embedding: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """X: (B, T, d_model) -> (out (B, T, d_model), weights (B, h, T, T_k) or None).
-
-        With a `cache`, X holds only the new positions start .. start + T - 1; the keys and values of
-        the earlier ones come from the cache, so T_k = start + T. `need_weights` forces the plain path.
-        value_embedding: E_V[tokens] (B, T, k d_head), added to V, or None.
-        """
+        """X: (B, T, d_model) -> (out (B, T, d_model), weights (B, h, T, T_k) or None). With a `cache`, X holds
+        only the new positions start .. start + T - 1, and T_k = start + T. `need_weights` forces the plain
+        path. value_embedding: E_V[tokens] (B, T, k d_head), added to V, or None."""
         start = 0 if cache is None else cache.length  # the position of X's first row
         Q, K, V = self.project(X, value_embedding)  # (B, T, d_model), (B, T, k d_head) twice
         k = self.num_kv_heads

@@ -1,10 +1,7 @@
-"""The limits of the models' settings, written once, in plain Python.
-
-The model configs (gpt.py, seed_gpt.py), the attention and the sampler check their values here;
-src/rules.py reuses these rules for the rest of a run's keys, passing its own error class, so a
-limit and its message never differ between the early check of a command line and the model.
-Each rule raises InvalidModelConfig (a ValueError): one line naming the key and the fix.
-"""
+"""The limits of the models' settings, written once: the configs, the attention and the sampler check
+their values here, and src/rules.py reuses these rules (with its own error class) for a run's other
+keys, so a limit and its message never differ between the early check of a command line and the model.
+Each rule raises InvalidModelConfig (a ValueError): one line naming the key and the fix."""
 
 from __future__ import annotations
 
@@ -32,10 +29,9 @@ def refuse(key: str, value: Any, must: str, fix: str = "", error: Error = Invali
 
 
 def unknown_key_message(key: str, owner: str, options: Sequence[str], elsewhere: Sequence[str] = ()) -> str:
-    """The one wording of "nothing reads this key", for every command and every place a key is checked:
-    the model, the optimizer, the config's own keys, a class a config instantiates, and Hydra's
-    misspelt keys (src/run/cli.py passes every key of the config as `elsewhere`). A near spelling
-    among the owner's options, or the same last name elsewhere (data.context_window), is offered."""
+    """The one wording of "nothing reads this key", wherever a key is checked (the model, the optimizer, the
+    config's own keys, a class a config instantiates, Hydra's misspelt keys: src/run/cli.py passes every key
+    as `elsewhere`). A near spelling among the owner's options, or the same last name elsewhere, is offered."""
     parent, _, name = key.rpartition(".")
     own = [f"{parent}.{o}" if parent else str(o) for o in difflib.get_close_matches(name, options, n=1, cutoff=0.8)]
     others = [k for k in elsewhere if k.rpartition(".")[0] != parent]  # a misspelt parent: modle.num_heads
@@ -86,18 +82,13 @@ def heads_divide(embedding_dim: int, num_heads: int) -> None:
         )
 
 
-def kv_heads_divide(num_heads: int, num_kv_heads: int, bias: bool = False) -> None:
-    """GQA: each of the k key/value heads serves h / k query heads, so k must divide h."""
-    if not is_int(num_kv_heads) or num_kv_heads < 1 or num_heads % num_kv_heads != 0:
+def kv_heads_divide(num_heads: int, num_kv_heads: int | None) -> None:
+    """GQA: each of the k key/value heads serves h / k query heads, so k must divide h (None: k = h)."""
+    if num_kv_heads is not None and (not is_int(num_kv_heads) or num_kv_heads < 1 or num_heads % num_kv_heads):
         raise InvalidModelConfig(
             f"model.num_kv_heads must divide num_heads ({num_heads}), got {num_kv_heads!r}: "
             f"choose one of {', '.join(str(k) for k in range(1, num_heads + 1) if num_heads % k == 0)}, "
             f"or null for one per query head"
-        )
-    if bias and num_kv_heads != num_heads:
-        raise InvalidModelConfig(
-            f"model.bias=true gives Q, K and V one bias each of the full width, which shared keys and values "
-            f"(model.num_kv_heads={num_kv_heads}) do not have: set model.bias=false or model.num_kv_heads=null"
         )
 
 
@@ -118,8 +109,10 @@ def logit_softcap(value: Any) -> None:
 POSITIONAL = ("sinusoidal", "learned", "rope")
 
 
-def positional(value: Any) -> None:
-    choice("model.positional", value, POSITIONAL)
+def attention_window(value: Any) -> None:
+    if value is not None:
+        fix = "each query sees its last w positions (itself included); null lets it see every earlier one"
+        positive_int("model.attention_window", value, fix)
 
 
 def dropout(value: Any) -> None:

@@ -7,18 +7,15 @@ logits = LN(X_N) W_vocab        (W_vocab = E^T when the weights are tied)
 That is GPT-2's model. The switches below move it, one place each, towards today's models; all are
 off by default, and each is written beside its formula where it acts:
 
-    model.positional=rope       no PE added; Q and K rotated by position       src/model/rotary.py
-    model.norm=rms              every LN becomes RMSNorm (model.norm_gain: with a gain or not)
-                                                                               RMSNorm in layers.py
-    model.activation=relu2      the MLP's GELU becomes max(0, x)^2; swiglu: a gated MLP
-                                                                               MLP in layers.py
-    model.qk_norm=true          RMSNorm of each head's Q and K before Q K^T    attention.py
-    model.num_kv_heads=k        k heads of K and V shared by the h query heads (GQA; 1 is MQA)
-                                                                               attention.py
-    model.logit_softcap=c       logits = c tanh(z / c)                         softcap in layers.py
-    model.value_embeddings=true V = X W_V + E_V[tokens], one table E_V per layer (Block, below)
-    model.smeared_keys=true     k'_j = sigmoid(alpha_h) k_j + (1 - sigmoid(alpha_h)) k_{j-1}
-                                (Olsson et al. 2022: one layer can be an induction head)  attention.py
+    model.positional=rope       no PE added; Q and K rotated by position          attention.py, Rotary
+    model.norm=rms              every LN becomes RMSNorm (norm_gain: with a gain or not)  layers.py
+    model.activation=relu2      the MLP's GELU becomes max(0, x)^2; swiglu: a gated MLP   layers.py, MLP
+    model.qk_norm=true          RMSNorm of each head's Q and K before Q K^T       attention.py
+    model.num_kv_heads=k        k heads of K, V shared by the h query heads (GQA)  attention.py
+    model.logit_softcap=c       logits = c tanh(z / c)                            layers.py, softcap
+    model.value_embeddings=true V = X W_V + E_V[tokens], a table E_V per layer    Block, below
+    model.smeared_keys=true     k'_j = s k_j + (1 - s) k_{j-1}, s = sigmoid(alpha_h): one layer can
+                                be an induction head (Olsson et al. 2022)         attention.py
     model.attention_window=w    query i sees keys i-w+1 .. i only (sliding window)  attention.py
 
 mlp_ratio=0 leaves the MLP out: an attention-only transformer, X_l = X_{l-1} + Attention(LN(X_{l-1})),
@@ -34,93 +31,47 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from src.model.attention import MultiHeadAttention, check_attention_window
-from src.model.checks import (
-    choice,
-    dropout,
-    heads_divide,
-    kv_heads_divide,
-    logit_softcap,
-    non_negative_int,
-    positional,
-    positive_int,
-    rope_fits,
-    setting,
-)
+from src.model.checks import InvalidModelConfig, choice, dropout, non_negative_int, positive_int, setting
 from src.model.kv_cache import KVCache
-from src.model.language_model import CausalLanguageModel
-from src.model.layers import ACTIVATIONS, MLP, NORMS, TokenAndPositionEmbedding, norm_layer, softcap
-from src.model.rotary import Rotary
+from src.model.language_model import CausalLanguageModel, ModelConfig, attention_layer
+from src.model.layers import ACTIVATIONS, MLP, TokenAndPositionEmbedding, norm_layer, softcap
 
 
 @dataclass
-class GPTConfig:
-    """The model's keys (`model.<key>` on the command line): each setting's default and its line in --help."""
+class GPTConfig(ModelConfig):
+    """The GPT's keys: those of both kinds (ModelConfig) and these."""
 
-    vocab_size: int
-    context_window: int = setting(64, "tokens the model sees at once; the data windows follow it")
-    embedding_dim: int = setting(120, "d, the width of the residual stream; must divide by num_heads")
-    num_heads: int = setting(4, "attention heads h, each d / h wide")
     num_layers: int = setting(4, "transformer blocks N")
     mlp_ratio: int = setting(4, "MLP width / d; 0: no MLP (attention-only)")
     dropout: float = setting(0.0, "dropout on the attention weights and the residual branches")
-    positional: str = setting(
-        "sinusoidal", "sinusoidal, learned or rope (Q and K rotated by position, nothing added to X)"
-    )
     bias: bool = setting(False, "biases in the projections and layer norms")
     tie_weights: bool = setting(True, "the LM head reuses the embedding matrix E")
-    fused: bool = setting(True, "PyTorch's fused kernels; false: the plain tensor math (same numbers, slower)")
-    norm: str = setting("layer", "layer, or rms: x / sqrt(mean(x^2) + eps) * gain")
     norm_gain: bool = setting(True, "a learned gain after each norm")
     activation: str = setting("gelu", "gelu, relu2 (max(0, x)^2) or swiglu (SiLU(x W_1) * x W_3, then W_2)")
-    qk_norm: bool = setting(False, "RMSNorm of each head's Q and K before Q K^T")
-    num_kv_heads: int | None = setting(
-        None, "k heads of K and V shared by the query heads (GQA; 1 = MQA); null = num_heads"
-    )
-    logit_softcap: float | None = setting(None, "c: logits = c tanh(z / c); null = no cap")
     value_embeddings: bool = setting(False, "V = X W_V + E_V[tokens], a table E_V per layer")
-    smeared_keys: bool = setting(False, "k'_j = sigmoid(a_h) k_j + (1 - sigmoid(a_h)) k_{j-1}, a learned a_h per head")
-    attention_window: int | None = setting(None, "w: query i sees keys i-w+1 .. i; null = all earlier keys")
 
     def __post_init__(self) -> None:
-        positive_int("vocab_size", self.vocab_size)
-        for name in ("context_window", "num_layers"):
-            positive_int(f"model.{name}", getattr(self, name))
+        super().__post_init__()
+        positive_int("model.num_layers", self.num_layers)
         non_negative_int("model.mlp_ratio", self.mlp_ratio, "0 leaves the MLP out (attention-only)")
-        heads_divide(self.embedding_dim, self.num_heads)
         dropout(self.dropout)
-        positional(self.positional)
-        choice("model.norm", self.norm, NORMS)
         choice("model.activation", self.activation, ACTIVATIONS)
-        if self.num_kv_heads is not None:
-            kv_heads_divide(self.num_heads, self.num_kv_heads, self.bias)
-        logit_softcap(self.logit_softcap)
-        check_attention_window(self.attention_window)
-        if self.positional == "rope":
-            rope_fits(self.embedding_dim // self.num_heads)
+        if self.bias and self.num_kv_heads not in (None, self.num_heads):
+            raise InvalidModelConfig(
+                f"model.bias=true gives Q, K and V one bias each of the full width, which shared keys and values "
+                f"(model.num_kv_heads={self.num_kv_heads}) do not have: set model.bias=false or model.num_kv_heads=null"
+            )
 
 
 class Block(nn.Module):
     """Pre-LN residual block: normalise, transform, add back to the residual stream."""
 
-    def __init__(self, cfg: GPTConfig, rotary: Rotary | None = None):
+    def __init__(self, cfg: GPTConfig):
         super().__init__()
         d = cfg.embedding_dim
         out_std = 0.02 / math.sqrt(2 * cfg.num_layers)  # 2N residual branches add up
         self.ln_1 = norm_layer(cfg.norm, d, cfg.norm_gain, cfg.bias, cfg.fused)
-        self.attention = MultiHeadAttention(
-            d,
-            cfg.num_heads,
-            cfg.num_kv_heads,
-            dropout=cfg.dropout,
-            fused=cfg.fused,
-            bias=cfg.bias,
-            out_std=out_std,
-            qk_norm=cfg.qk_norm,
-            rotary=rotary,
-            smeared_keys=cfg.smeared_keys,
-            window=cfg.attention_window,
-        )
+        self.attention = attention_layer(cfg, dropout=cfg.dropout, bias=cfg.bias, out_std=out_std)
         self.residual_dropout = nn.Dropout(cfg.dropout)
         self.mlp = None  # mlp_ratio 0, attention-only: no MLP and no norm before it
         if cfg.mlp_ratio > 0:
@@ -157,8 +108,7 @@ class GPT(CausalLanguageModel):
         d = cfg.embedding_dim
         self.embedding = TokenAndPositionEmbedding(cfg.vocab_size, d, cfg.context_window, cfg.positional)
         self.dropout = nn.Dropout(cfg.dropout)
-        rotary = Rotary(d // cfg.num_heads, cfg.context_window) if cfg.positional == "rope" else None
-        self.blocks = nn.ModuleList(Block(cfg, rotary) for _ in range(cfg.num_layers))
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.num_layers))
         self.ln_f = norm_layer(cfg.norm, d, cfg.norm_gain, cfg.bias, cfg.fused)
         self.W_vocab = None if cfg.tie_weights else nn.Parameter(torch.randn(d, cfg.vocab_size) * 0.02)
 

@@ -1,10 +1,6 @@
-"""Keys and values of the positions already seen, so generating a token costs one position.
-
-Without a cache every new token re-runs the whole window. With one, each layer computes K and V
-only for the new position and reads the earlier ones from here. The positional encoding is
-absolute, so a cache is valid only while the sequence fits the context window; generation falls
-back to a full forward pass over the cropped window after that (see `src.model.generation.generate`).
-"""
+"""Keys and values of the positions already seen, so generating a token costs one position: each layer
+computes K and V for the new position only and reads the earlier ones from here. A cache holds at most
+the context window; past it, generation runs the cropped window whole (`src.model.generation.generate`)."""
 
 from __future__ import annotations
 

@@ -1,35 +1,78 @@
-"""What every model here shares: ids in, logits for every position out, loss when targets are given.
-
-A subclass defines `hidden_states` (the architecture) and `logits` (the output layer); the
-forward pass, the KV cache and the attention maps then work the same for all of them.
-"""
+"""What both model kinds share: their config's common keys, their attention layer, and ids in, logits for
+every position out, loss when targets are given (the forward pass, the KV cache, the attention maps)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from src.model import checks
+from src.model.attention import MultiHeadAttention, Rotary
+from src.model.checks import setting
 from src.model.kv_cache import KVCache
-from src.model.layers import cross_entropy
+from src.model.layers import NORMS, cross_entropy
+
+
+@dataclass
+class ModelConfig:
+    """The keys of both kinds (`model.<key>` on the command line): each setting's default and its line in --help."""
+
+    vocab_size: int
+    context_window: int = setting(64, "tokens the model sees at once; the data windows follow it")
+    embedding_dim: int = setting(120, "d, the width of the residual stream; must divide by num_heads")
+    num_heads: int = setting(4, "attention heads h, each d / h wide")
+    positional: str = setting("sinusoidal", "sinusoidal, learned or rope (Q and K rotated by position, no PE)")
+    fused: bool = setting(True, "PyTorch's fused kernels; false: the plain tensor math (same numbers, slower)")
+    norm: str = setting("layer", "layer, or rms: x / sqrt(mean(x^2) + eps) * gain")
+    qk_norm: bool = setting(False, "RMSNorm of each head's Q and K before Q K^T")
+    num_kv_heads: int | None = setting(None, "k key/value heads shared by the query heads (GQA; 1 = MQA); null = h")
+    logit_softcap: float | None = setting(None, "c: logits = c tanh(z / c); null = no cap")
+    smeared_keys: bool = setting(False, "k'_j = sigmoid(a_h) k_j + (1 - sigmoid(a_h)) k_{j-1}, a learned a_h per head")
+    attention_window: int | None = setting(None, "w: query i sees keys i-w+1 .. i; null = all earlier keys")
+
+    def __post_init__(self) -> None:
+        checks.positive_int("vocab_size", self.vocab_size)
+        checks.positive_int("model.context_window", self.context_window)
+        checks.heads_divide(self.embedding_dim, self.num_heads)
+        checks.choice("model.positional", self.positional, checks.POSITIONAL)
+        checks.choice("model.norm", self.norm, NORMS)
+        checks.kv_heads_divide(self.num_heads, self.num_kv_heads)
+        checks.logit_softcap(self.logit_softcap)
+        checks.attention_window(self.attention_window)
+        if self.positional == "rope":
+            checks.rope_fits(self.embedding_dim // self.num_heads)
+
+
+def attention_layer(cfg: ModelConfig, **options: Any) -> MultiHeadAttention:
+    """An attention layer on the keys both kinds share; `options`: a kind's own (dropout, bias, ...)."""
+    return MultiHeadAttention(
+        cfg.embedding_dim,
+        cfg.num_heads,
+        cfg.num_kv_heads,
+        fused=cfg.fused,
+        qk_norm=cfg.qk_norm,
+        rotary=Rotary(cfg.embedding_dim // cfg.num_heads, cfg.context_window) if cfg.positional == "rope" else None,
+        smeared_keys=cfg.smeared_keys,
+        window=cfg.attention_window,
+        **options,
+    )
 
 
 class CausalLanguageModel(nn.Module):
-    """Base class of SeedGPT and GPT. `cfg` is the model's config dataclass."""
+    """Base class of SeedGPT and GPT. Each defines hidden_states(idx (B, T), cache, need_weights) -> the states fed
+    to the output layer (B, T, d) and each layer's attention weights, and logits(H) -> (B, T, vocab_size)."""
 
-    cfg: Any
+    cfg: ModelConfig
     num_layers: int
     _compiled_forward: Any = None  # set by compile(): the training forward, compiled
 
     def compile(self, **options: Any) -> None:
-        """torch.compile the training forward pass (replaces nn.Module.compile).
-
-        Only calls that build a graph for backward use it: one compiled graph for the whole run.
-        Validation, sampling and attention maps run eagerly (under no_grad), so they never
-        trigger a recompile mid-run. fullgraph=True: a graph break is an error here, never a
-        silent fall back to eager. The parameters are untouched: checkpoints keep plain names.
-        """
+        """torch.compile the training forward (replaces nn.Module.compile): one graph for the whole run.
+        Validation, sampling and attention maps run eagerly (under no_grad), so they never recompile it;
+        fullgraph=True makes a graph break an error. The parameters keep their plain names in checkpoints."""
         self._compiled_forward = torch.compile(self._forward, fullgraph=True, dynamic=False, **options)
 
     @property
@@ -53,16 +96,6 @@ class CausalLanguageModel(nn.Module):
                 f"crop it to the last {self.context_window}"
             )
         return start
-
-    def hidden_states(
-        self, idx: Tensor, cache: KVCache | None = None, need_weights: bool = False
-    ) -> tuple[Tensor, list[Tensor | None]]:
-        """idx (B, T) -> states fed to the output layer (B, T, d), each layer's attention weights."""
-        raise NotImplementedError
-
-    def logits(self, H: Tensor) -> Tensor:
-        """(B, T, d) -> (B, T, vocab_size)."""
-        raise NotImplementedError
 
     def forward(
         self, idx: Tensor, targets: Tensor | None = None, cache: KVCache | None = None

@@ -10,15 +10,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from src.model.checks import positional
+from src.model.checks import POSITIONAL, choice
 
 
 class LayerNorm(nn.Module):
-    """y = (x - mean) / sqrt(var + eps) * gain + bias, over the last dimension.
-
-    The variance is the biased one (divide by d, not d - 1), as in the original paper and
-    torch.nn.LayerNorm. Gain and bias are optional learnable vectors.
-    """
+    """y = (x - mean) / sqrt(var + eps) * gain + bias over the last dimension; gain and bias optional.
+    The variance is the biased one (divide by d, not d - 1), as in the paper and torch.nn.LayerNorm."""
 
     def __init__(self, d: int, eps: float = 1e-5, gain: bool = True, bias: bool = True, fused: bool = False):
         super().__init__()
@@ -40,11 +37,8 @@ class LayerNorm(nn.Module):
 
 
 class RMSNorm(nn.Module):
-    """y = x / sqrt(mean(x^2) + eps) * gain, over the last dimension (Zhang & Sennrich 2019).
-
-    LayerNorm without the mean: it only rescales each vector to root-mean-square 1, a little less
-    work, and what today's models use. The gain is optional (`gain=False`: no parameters at all).
-    """
+    """y = x / sqrt(mean(x^2) + eps) * gain (Zhang & Sennrich 2019): LayerNorm without the mean, rescaling
+    each vector to root-mean-square 1, as today's models do. The gain is optional."""
 
     def __init__(self, d: int, eps: float = 1e-5, gain: bool = True, fused: bool = False):
         super().__init__()
@@ -69,11 +63,8 @@ def norm_layer(kind: str, d: int, gain: bool = True, bias: bool = False, fused: 
 
 
 def sinusoidal_encoding(max_len: int, d: int) -> Tensor:
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
-
-    Returns (max_len, d). Each pair of columns is a clock of a different period, so every
-    position gets a unique, smoothly varying code that nothing has to learn.
-    """
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d)), (max_len, d):
+    each pair of columns a clock of its own period, so every position gets a code nothing has to learn."""
     pos = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (max_len, 1)
     two_i = torch.arange(0, d, 2, dtype=torch.float64)  # 2i = 0, 2, 4, ...
     angle = pos / 10000 ** (two_i / d)  # (max_len, ceil(d/2))
@@ -98,9 +89,9 @@ class SinusoidalPositionalEncoding(nn.Module):
 class LearnedPositionalEmbedding(nn.Module):
     """The alternative GPT-2 uses: one learned vector per position."""
 
-    def __init__(self, max_len: int, d: int, std: float = 0.02):
+    def __init__(self, max_len: int, d: int):
         super().__init__()
-        self.weight = nn.Parameter(torch.randn(max_len, d) * std)
+        self.weight = nn.Parameter(torch.randn(max_len, d) * 0.02)
 
     def forward(self, start: int, T: int) -> Tensor:
         return self.weight[start : start + T]
@@ -108,7 +99,7 @@ class LearnedPositionalEmbedding(nn.Module):
 
 def positional_encoding(kind: str, max_len: int, d: int) -> nn.Module | None:
     """The code added to X: sinusoidal or learned; None for rope, which rotates Q and K instead."""
-    positional(kind)  # sinusoidal, learned or rope; anything else is refused naming model.positional
+    choice("model.positional", kind, POSITIONAL)
     if kind == "rope":
         return None
     return LearnedPositionalEmbedding(max_len, d) if kind == "learned" else SinusoidalPositionalEncoding(max_len, d)
@@ -117,32 +108,22 @@ def positional_encoding(kind: str, max_len: int, d: int) -> nn.Module | None:
 class TokenAndPositionEmbedding(nn.Module):
     """X = E[token] * scale + PE[position]   -> (B, T, d);  X = E[token] with rotary positions.
 
-    E is the learned (vocab_size, d) embedding matrix, one row per character. With the fixed
-    sinusoidal code (entries of size ~1) the token rows are scaled by sqrt(d), as in "Attention
-    is all you need", so the token signal is not drowned by the position signal at the start
-    of training; learned positions start as small as the tokens and need no scale.
-    `scale_tokens=False` is the notes' X = E[token] + PE, with no scale at all.
+    E: the learned (vocab_size, d) matrix, a row per character. Beside the sinusoidal code (entries ~1) the
+    token rows are scaled by sqrt(d), as in "Attention is all you need", so the position signal does not
+    drown them at the start; learned positions start as small. `scale_tokens=False`: the notes' E[token] + PE.
     """
 
     def __init__(
-        self,
-        vocab_size: int,
-        d: int,
-        max_len: int,
-        positional: str = "sinusoidal",
-        std: float = 0.02,
-        scale_tokens: bool = True,
+        self, vocab_size: int, d: int, max_len: int, positional: str = "sinusoidal", scale_tokens: bool = True
     ):
         super().__init__()
-        self.E = nn.Parameter(torch.randn(vocab_size, d) * std)
+        self.E = nn.Parameter(torch.randn(vocab_size, d) * 0.02)
         self.position = positional_encoding(positional, max_len, d)
         self.scale = math.sqrt(d) if positional == "sinusoidal" and scale_tokens else 1.0
 
     def forward(self, idx: Tensor, start: int = 0) -> Tensor:
         """idx: (B, T) token ids at positions start..start+T-1 -> X: (B, T, d)."""
-        tokens = F.embedding(idx, self.E)  # row idx of E: (B, T, d)
-        if self.scale != 1.0:
-            tokens = tokens * self.scale
+        tokens = F.embedding(idx, self.E) * self.scale  # row idx of E, times sqrt(d) or 1: (B, T, d)
         if self.position is None:  # rope: positions are rotations inside attention
             return tokens
         return tokens + self.position(start, idx.shape[1])  # (T, d) broadcasts over B
@@ -163,7 +144,16 @@ def silu(x: Tensor) -> Tensor:
     return x / (1.0 + torch.exp(-x))
 
 
-ACTIVATIONS = ("gelu", "relu2", "swiglu")
+# Each activation: the formula above, and PyTorch's kernel for it (fused=True).
+ACTIVATION = {"gelu": (gelu, F.gelu), "relu2": (relu2, lambda h: F.relu(h).square()), "swiglu": (silu, F.silu)}
+ACTIVATIONS = tuple(ACTIVATION)
+
+
+def linear(x: Tensor, W: Tensor, b: Tensor | None = None, fused: bool = False) -> Tensor:
+    """x W + b (no b: x W); fused: F.linear, the same numbers in one kernel."""
+    if fused:
+        return F.linear(x, W.t(), b)
+    return x @ W if b is None else x @ W + b
 
 
 def mlp_hidden(d: int, ratio: int, activation: str) -> int:
@@ -175,9 +165,7 @@ class MLP(nn.Module):
     """The position-wise feed-forward net: expand by `ratio`, activate, project back.
 
     gelu, relu2:  MLP(x) = act(x W_1 + b_1) W_2 + b_2
-    swiglu:       MLP(x) = (SiLU(x W_1) * (x W_3)) W_2     (Shazeer 2020: a gate times a value,
-                  elementwise; hidden width 2/3 * ratio * d so the three matrices hold as many
-                  parameters as the two of the others)
+    swiglu:       MLP(x) = (SiLU(x W_1) * (x W_3)) W_2     (Shazeer 2020: a gate times a value, elementwise)
     """
 
     def __init__(
@@ -204,43 +192,21 @@ class MLP(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """x: (B, T, d) -> (B, T, d)."""
-        if self.fused:
-            h = F.linear(x, self.W_1.t(), self.b_1)  # (B, T, hidden)
-            if self.activation == "swiglu":
-                h = F.silu(h) * F.linear(x, self.W_3.t(), self.b_3)
-            else:
-                h = F.relu(h).square() if self.activation == "relu2" else F.gelu(h)
-            return self.dropout(F.linear(h, self.W_2.t(), self.b_2))
-        h = x @ self.W_1  # (B, T, hidden)
-        if self.b_1 is not None:
-            h = h + self.b_1
+        act = ACTIVATION[self.activation][self.fused]  # the formula, or its kernel when fused
+        h = act(linear(x, self.W_1, self.b_1, self.fused))  # (B, T, hidden)
         if self.activation == "swiglu":
-            value = x @ self.W_3  # (B, T, hidden)
-            if self.b_3 is not None:
-                value = value + self.b_3
-            h = silu(h) * value  # the gate times the value, elementwise
-        else:
-            h = relu2(h) if self.activation == "relu2" else gelu(h)
-        out = h @ self.W_2  # (B, T, d)
-        if self.b_2 is not None:
-            out = out + self.b_2
-        return self.dropout(out)
+            h = h * linear(x, self.W_3, self.b_3, self.fused)  # the gate times the value, elementwise
+        return self.dropout(linear(h, self.W_2, self.b_2, self.fused))  # (B, T, d)
 
 
 def softcap(z: Tensor, cap: float | None) -> Tensor:
-    """Logit soft-capping: c * tanh(z / c), close to z while |z| << c, never beyond +-c (Gemma 2).
-
-    None leaves the logits as they are.
-    """
+    """Logit soft-capping (Gemma 2): c * tanh(z / c), close to z while |z| << c, never beyond +-c; None: z."""
     return z if cap is None else cap * torch.tanh(z / cap)
 
 
 def cross_entropy(logits: Tensor, targets: Tensor, fused: bool = False, reduction: str = "mean") -> Tensor:
-    """-log softmax(logits)[target] per position, averaged unless reduction="none".
-
-    logits: (N, V), targets: (N,). log softmax is computed as z - max - log sum exp(z - max),
-    which never takes the log of an underflowed 0.
-    """
+    """-log softmax(logits)[target] per position, averaged unless reduction="none". logits: (N, V), targets:
+    (N,). log softmax = z - max - log sum exp(z - max), which never takes the log of an underflowed 0."""
     if fused:
         return F.cross_entropy(logits, targets, reduction=reduction)
     shifted = logits - logits.amax(dim=-1, keepdim=True)  # (N, V)

@@ -6,24 +6,20 @@
     context = softmax(Q K^T / sqrt(d_k) + M) V,  heads concatenated, times W_O (optional)
     logits  = context W_out + b_out                 (B, T, vocab_size)
 
-No residual connection, no MLP: the smallest model in which attention alone predicts the next
-character. The notes' sizes are the defaults: context_window 10, embedding_dim 60, 5 heads.
+No residual connection, no MLP (so no activation, no value embeddings): the smallest model in which
+attention alone predicts the next character. The notes' sizes are the defaults: T 10, d 60, 5 heads.
 
 Four options are where `model=seed` departs from the notes by default, each to train better
 with AdamW at an ordinary rate; `experiment=notes_recipe` switches all four to the notes' values:
 
     option              default (model=seed)               the notes
-    init                small: N(0, 0.02^2) weights        notes: torch.randn (N(0, 1)) for E, W_Q,
-                                                           W_K, W_V and W_out; b_out = 0
+    init                small: N(0, 0.02^2) weights        notes: torch.randn for E, W_Q, W_K, W_V, W_out
     ln_affine           true: LayerNorm(X) * gain + bias   false: (X - mean) / sqrt(var + eps)
     embedding_scale     true: E[token] * sqrt(d) + PE      false: E[token] + PE
     output_projection   true: heads concatenated, @ W_O    false: heads concatenated
 
-The switches of today's models that apply to one attention layer work here too, as in the GPT
-(src/model/gpt.py): positional=rope, norm=rms (ln_affine then decides its gain), qk_norm,
-num_kv_heads, logit_softcap, smeared_keys (with which this one layer can be an induction head) and
-attention_window.
-It has no MLP, so no activation, and no residual stream, so no value embeddings.
+The switches of both kinds (ModelConfig, language_model.py) work here as in the GPT; rms takes its gain
+from ln_affine, and smeared keys let this one layer be an induction head.
 """
 
 from __future__ import annotations
@@ -33,63 +29,27 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from src.model.attention import MultiHeadAttention, check_attention_window
-from src.model.checks import (
-    choice,
-    heads_divide,
-    kv_heads_divide,
-    logit_softcap,
-    positional,
-    positive_int,
-    rope_fits,
-    setting,
-)
+from src.model.checks import choice, setting
 from src.model.kv_cache import KVCache
-from src.model.language_model import CausalLanguageModel
-from src.model.layers import NORMS, TokenAndPositionEmbedding, norm_layer, softcap
-from src.model.rotary import Rotary
-
-INITS = ("small", "notes")
+from src.model.language_model import CausalLanguageModel, ModelConfig, attention_layer
+from src.model.layers import TokenAndPositionEmbedding, norm_layer, softcap
 
 
 @dataclass
-class SeedGPTConfig:
-    """The seed model's keys (`model.<key>`); each `setting(default, line)` is its default and its line in --help."""
+class SeedGPTConfig(ModelConfig):
+    """The seed model's keys: those of both kinds (ModelConfig) at the notes' sizes, and the four departures."""
 
-    vocab_size: int
     context_window: int = setting(10, "tokens the model sees at once; the data windows follow it")
     embedding_dim: int = setting(60, "d, the width of the embedding; must divide by num_heads")
     num_heads: int = setting(5, "attention heads h, each d / h wide")
     output_projection: bool = setting(True, "W_O after concatenating the heads (the notes: false)")
-    positional: str = setting("sinusoidal", "sinusoidal, learned or rope (Q and K rotated by position)")
-    init: str = setting(
-        "small", "N(0, 0.02^2) weights; or notes: E, W_Q, W_K, W_V, W_out drawn by torch.randn, N(0, 1)"
-    )
-    ln_affine: bool = setting(True, "learned gain and bias after the layer norm (the notes: false)")
+    init: str = setting("small", "N(0, 0.02^2) weights; notes: E, W_Q, W_K, W_V, W_out by torch.randn, N(0, 1)")
+    ln_affine: bool = setting(True, "learned gain and bias after the layer norm, or RMSNorm's gain (the notes: false)")
     embedding_scale: bool = setting(True, "E[token] * sqrt(d) + PE (the notes: false, E[token] + PE)")
-    fused: bool = setting(True, "PyTorch's fused kernels; false: the plain tensor math (same numbers, slower)")
-    norm: str = setting("layer", "layer, or rms (ln_affine: with a gain or not)")
-    qk_norm: bool = setting(False, "RMSNorm of each head's Q and K before Q K^T")
-    num_kv_heads: int | None = setting(
-        None, "k heads of K and V shared by the query heads (GQA; 1 = MQA); null = num_heads"
-    )
-    logit_softcap: float | None = setting(None, "c: logits = c tanh(z / c); null = no cap")
-    smeared_keys: bool = setting(False, "k'_j = sigmoid(a_h) k_j + (1 - sigmoid(a_h)) k_{j-1}, a learned a_h per head")
-    attention_window: int | None = setting(None, "w: query i sees keys i-w+1 .. i; null = all earlier keys")
 
     def __post_init__(self) -> None:
-        positive_int("vocab_size", self.vocab_size)
-        positive_int("model.context_window", self.context_window)
-        heads_divide(self.embedding_dim, self.num_heads)
-        positional(self.positional)
-        choice("model.init", self.init, INITS)
-        choice("model.norm", self.norm, NORMS)
-        if self.num_kv_heads is not None:
-            kv_heads_divide(self.num_heads, self.num_kv_heads)
-        logit_softcap(self.logit_softcap)
-        check_attention_window(self.attention_window)
-        if self.positional == "rope":
-            rope_fits(self.embedding_dim // self.num_heads)
+        super().__post_init__()
+        choice("model.init", self.init, ("small", "notes"))
 
 
 class SeedGPT(CausalLanguageModel):
@@ -103,18 +63,7 @@ class SeedGPT(CausalLanguageModel):
             cfg.vocab_size, d, cfg.context_window, cfg.positional, scale_tokens=cfg.embedding_scale
         )
         self.ln = norm_layer(cfg.norm, d, gain=cfg.ln_affine, bias=cfg.ln_affine, fused=cfg.fused)
-        rotary = Rotary(d // cfg.num_heads, cfg.context_window) if cfg.positional == "rope" else None
-        self.attention = MultiHeadAttention(
-            d,
-            cfg.num_heads,
-            cfg.num_kv_heads,
-            fused=cfg.fused,
-            output_projection=cfg.output_projection,
-            qk_norm=cfg.qk_norm,
-            rotary=rotary,
-            smeared_keys=cfg.smeared_keys,
-            window=cfg.attention_window,
-        )
+        self.attention = attention_layer(cfg, output_projection=cfg.output_projection)
         self.W_out = nn.Parameter(torch.randn(d, cfg.vocab_size) * 0.02)
         self.b_out = nn.Parameter(torch.zeros(cfg.vocab_size))
         if cfg.init == "notes":

@@ -11,11 +11,10 @@ import torch
 import torch.nn.functional as F
 
 from src.model import GPT, GPTConfig, SeedGPTConfig, build_model
-from src.model.attention import MultiHeadAttention, causal_mask, softmax
+from src.model.attention import MultiHeadAttention, Rotary, causal_mask, softmax
 from src.model.generation import generate
 from src.model.kv_cache import KVCache
 from src.model.layers import MLP, RMSNorm, relu2, silu, softcap
-from src.model.rotary import Rotary
 from tests.model.tiny_models import ALL_SWITCHES, SEED_OPTIONS, VOCAB, seed_switches, tiny_model
 
 # Every switch alone, then all at once; the seed model takes those that fit one attention layer.
