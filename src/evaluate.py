@@ -7,6 +7,7 @@ first N characters of each, as training's data.val_tokens does.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +16,32 @@ import src.training.lightning_import  # noqa: F401  (first: Lightning without sc
 # isort: split
 import lightning as L
 import torch
+from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
 from src import rules
 from src.data.corpus import resolve_corpus
 from src.data.datamodule import TextDataModule
-from src.run.cli import command, pick_device
-from src.run.config import check_evaluate
-from src.training.checkpoint import Trained, describe, find_checkpoint
+from src.model.checks import setting
+from src.run.cli import command
+from src.run.config import CHECKPOINT, PATHS
+from src.training.checkpoint import Trained, describe, find_checkpoint, pick_device
 from src.training.gpt_module import GPTModule
+
+
+@dataclass
+class EvaluateSchema:
+    ckpt_path: str | None = setting(None, CHECKPOINT)
+    data_path: str | None = setting(None, "null = the text the checkpoint was trained on")
+    batch_size: int | None = setting(None, "windows per batch; null: sized by tokens for the device")
+    val_tokens: int | None = setting(
+        None, "null = score the whole val (and test) split; N = only its first N characters"
+    )
+    device: str = setting("auto", "auto = a GPU when there is one, else cpu")
+    paths: Any = setting(None, PATHS)
+
+
+ConfigStore.instance().store(name="evaluate_schema", node=EvaluateSchema)  # conf/evaluate.yaml names it
 
 
 def trainer_devices(device: torch.device) -> dict[str, Any]:
@@ -34,6 +52,10 @@ def trainer_devices(device: torch.device) -> dict[str, Any]:
 
 
 def run(cfg: DictConfig) -> dict[str, float]:
+    if cfg.batch_size is not None:
+        rules.positive_int("batch_size", cfg.batch_size, "or null")
+    if cfg.val_tokens is not None:
+        rules.positive_int("val_tokens", cfg.val_tokens, "or null")
     path = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir)
     lit = GPTModule.from_checkpoint(path)
     split = lit.hparams.get("data") or {}
@@ -90,7 +112,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
 
 
 def main() -> None:
-    command("evaluate", run, check=check_evaluate)
+    command("evaluate", run)
 
 
 if __name__ == "__main__":

@@ -8,16 +8,35 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
 import src.training.lightning_import  # noqa: F401  (first: Lightning without scipy.signal)
 from src import rules
 from src.explorer.page import write_explorer
 from src.explorer.payload import EXCERPT_MAX_CHARS, WEIGHT_DTYPES
+from src.model.checks import setting
 from src.run.cli import command
+from src.run.config import CHECKPOINT, PATHS
 from src.training.checkpoint import find_checkpoint, run_dir_of
+
+
+@dataclass
+class ExploreSchema:
+    ckpt_path: str | None = setting(None, CHECKPOINT.replace("best.ckpt)", "best.ckpt) or last"))
+    out: str | None = setting(None, "null = explore.html in the checkpoint's run directory")
+    prompt: str | None = setting(None, "the text the page opens with; null = the first line of the excerpt")
+    text: str | None = setting(None, 'a UTF-8 file for "Where it fails"; null = the checkpoint\'s own validation split')
+    excerpt_chars: int = setting(2000, 'how many characters "Where it fails" scores')
+    weights: str = setting("auto", "float32, float16 or auto (float16 above 1.5M parameters: BENCHMARKS.md, Explorer)")
+    paths: Any = setting(None, PATHS)
+
+
+ConfigStore.instance().store(name="explore_schema", node=ExploreSchema)  # conf/explore.yaml names it
 
 
 def check_out(out: Path) -> None:

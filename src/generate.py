@@ -9,15 +9,38 @@ seed + i, so `seed=<seed + i> num_samples=1` prints it again alone.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
+from typing import Any
 
+from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
 from src.data.tokenizer import PrintableStream, printable
-from src.model.checks import sampling
+from src.model.checks import sampling, setting
 from src.model.generation import sample_generators, stream
 from src.rules import positive_int, sample_fits, seed
-from src.run.cli import command, pick_device
-from src.training.checkpoint import describe, find_checkpoint, load_trained
+from src.run.cli import command
+from src.run.config import CHECKPOINT, PATHS, TOP_K, TOP_P
+from src.training.checkpoint import describe, find_checkpoint, load_trained, pick_device
+
+
+@dataclass
+class GenerateSchema:
+    ckpt_path: str | None = setting(None, CHECKPOINT)
+    prompt: str = setting("ROMEO:", "the text to continue; every character must be in the model's vocabulary")
+    max_new_tokens: int = setting(500, "characters to write after the prompt")
+    num_samples: int = setting(1, "samples drawn together as one batch; sample i uses seed + i")
+    temperature: float = setting(0.8, "0 = greedy")
+    top_k: int | None = setting(None, TOP_K)
+    top_p: float | None = setting(None, TOP_P)
+    greedy: bool = setting(False, "true: always the most likely character (temperature is ignored)")
+    seed: int | None = setting(1337, "null = a different sample every time")
+    device: str = setting("auto", "auto = a GPU when there is one, else cpu")
+    paths: Any = setting(None, PATHS)
+
+
+ConfigStore.instance().store(name="generate_schema", node=GenerateSchema)  # conf/generate.yaml names it
+
 
 SEPARATOR = "-" * 15
 

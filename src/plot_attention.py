@@ -7,14 +7,32 @@ during training, for any checkpoint and prompt.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
+from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
+from src.model.checks import setting
 from src.plots import attention_figure, save_png
 from src.run.cli import command
+from src.run.config import CHECKPOINT, PATHS
 from src.training.checkpoint import describe, find_checkpoint, load_trained, run_dir_of
+
+
+@dataclass
+class PlotAttentionSchema:
+    ckpt_path: str | None = setting(None, CHECKPOINT)
+    prompt: str = setting("ROMEO:\nO, she doth teach the torch", "cropped to its last context_window characters")
+    out: str | None = setting(None, "null: attention.png in the checkpoint's run directory")
+    paths: Any = setting(None, PATHS)
+
+
+ConfigStore.instance().store(
+    name="plot_attention_schema", node=PlotAttentionSchema
+)  # conf/plot_attention.yaml names it
 
 
 def run(cfg: DictConfig) -> Path:

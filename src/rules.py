@@ -146,18 +146,3 @@ def sample_fits(key: str, max_new_tokens: int, num_samples: int = 1) -> None:
             f"{key}={max_new_tokens}{times} would hold about {needed / 2**30:,.0f} GiB of sampled text, more than "
             f"this machine's {available / 2**30:,.0f} GiB: ask for fewer tokens"
         )
-
-
-# ---------------------------------------------------------------------------- sweeps
-
-
-def sweep(jobs_per_gpu: Any) -> None:
-    positive_int("sweep.jobs_per_gpu", jobs_per_gpu, "e.g. sweep.jobs_per_gpu=2")
-
-
-def launcher_jobs(n_jobs: Any) -> None:
-    """hydra/launcher=parallel's n_jobs, in joblib's convention (-1: every core, -2: all but one)."""
-    if not is_int(n_jobs) or n_jobs == 0:
-        refuse(
-            "hydra.launcher.n_jobs", n_jobs, "a non-zero integer", "the number of jobs at once, or -1 for every core"
-        )

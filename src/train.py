@@ -37,7 +37,7 @@ from src.model.language_model import count_parameters
 from src.rules import ConfigError
 from src.run import preflight, record, rundir
 from src.run.cli import command
-from src.run.finish import raise_if_interrupted, report, stops_in_one_line
+from src.run.finish import raise_if_interrupted, report, run_name_and_keys, stops_in_one_line
 from src.training.callbacks import GracefulInterrupt, progress_bar_shown
 from src.training.gpt_module import GPTModule
 from src.training.tensorboard import LogHyperparams, hparams_of, trial_name
@@ -72,12 +72,12 @@ def build(cfg: DictConfig, plan: preflight.Plan, module_class: type[GPTModule] =
         optimizer=OmegaConf.to_container(cfg.optimizer, resolve=True),
         data={**{k: cfg.data[k] for k in ("path", "val_fraction", "test_fraction")}, "sha256": plan.corpus.sha256},
     )
-    varied = record.varied_keys()
+    name, varied = run_name_and_keys()
     trial = trial_name(cfg.paths.output_dir, record.in_multirun())
     hparams = LogHyperparams(hparams_of(cfg, count_parameters(lit.model), varied), varied, trial)
     shown = progress_bar_shown(cfg.progress_bar)
     callbacks = [*preflight.build_callbacks(cfg, plan.prompts, shown), GracefulInterrupt(), hparams]
-    logger = preflight.build_logger(cfg, version=record.run_name())  # a sweep job is named by its overrides
+    logger = preflight.build_logger(cfg, version=name)  # a sweep job is named by its overrides
     trainer = preflight.build_trainer(cfg, callbacks, logger, shown)
     if cfg.compile:
         lit.model.compile()  # in place: checkpoints keep the plain parameter names
@@ -154,16 +154,9 @@ def task(cfg: DictConfig, ready: Ready | None = None) -> float | None:
     return train(cfg, ready)
 
 
-def check_sweep_job(cfg: DictConfig, point: list[str]) -> None:
-    """One point of a multirun, checked before the sweep starts (the sweeps wing, loaded only then)."""
-    from src.sweeps.checks import check_sweep_job
-
-    check_sweep_job(cfg, point)
-
-
 def main() -> float | None:
     sys.argv[1:] = rundir.continue_run(sys.argv[1:])  # Hydra reads the command line from sys.argv
-    return command("train", task, check=check, check_sweep=check_sweep_job)
+    return command("train", task, check=check)
 
 
 if __name__ == "__main__":

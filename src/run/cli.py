@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -25,13 +25,9 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 from tqdm import tqdm
 
 from src.model import checks
-from src.rules import one_line, positive_int
+from src.rules import one_line
 from src.run import rundir  # its import registers the resolvers of the run's folder, before any composing
 from src.run.config import CONFIG_DIR, command_help, options, register
-from src.run.record import sweep_points
-
-if TYPE_CHECKING:
-    import torch
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError)
@@ -71,27 +67,6 @@ class ConsoleHandler(logging.StreamHandler):
             tqdm.write(self.format(record), file=self.stream)
         except Exception:  # as logging's own handlers do: a broken stream must not stop the run
             self.handleError(record)
-
-
-def pick_device(setting: str) -> torch.device:
-    """`auto` (CUDA, else Apple's MPS, else the CPU, as accelerator=auto picks), cpu, mps, cuda or cuda:N."""
-    import torch  # only the commands that load a model: composing a command line never needs it
-
-    cuda, mps = torch.cuda.is_available(), torch.backends.mps.is_available()
-    if setting == "auto":
-        return torch.device("cuda" if cuda else "mps" if mps else "cpu")
-    if setting == "mps" and not mps:
-        raise ValueError("device=mps asks for Apple's MPS, which this machine lacks: use device=cpu or device=auto")
-    kind, _, index = setting.partition(":")
-    if setting in ("cpu", "mps") or (kind == "cuda" and (not index or index.isdigit())):
-        if kind == "cuda" and not cuda:
-            raise ValueError(f"device={setting} asks for a GPU but none is available: use device=cpu or device=auto")
-        if kind == "cuda" and index and int(index) >= torch.cuda.device_count():
-            raise ValueError(f"device={setting}: there are only {torch.cuda.device_count()} GPUs; use device=cuda:0")
-        return torch.device(setting)
-    raise ValueError(
-        f"device={setting} is not a device this command runs on: use device=auto, cpu, mps, cuda or cuda:N"
-    )
 
 
 @contextmanager
@@ -200,30 +175,6 @@ def null_group(overrides: list[str]) -> str | None:
 Check = Callable[[DictConfig, list[str]], Any]
 
 
-def check_sweeper_keys(overrides: list[str]) -> None:
-    """The sweeper's own counts, which no schema types (n_trials=0 was a traceback from Optuna)."""
-    for override in overrides:
-        key, _, value = override.partition("=")
-        if key in ("hydra.sweeper.n_trials", "hydra.sweeper.n_jobs"):
-            parsed = OverridesParser.create().parse_overrides([override])[0].value() if value else value
-            positive_int(key, parsed, "how many trials the search runs" if key.endswith("trials") else "")
-
-
-SEARCH_SPACE = "hydra.sweeper.params."
-
-
-def search_space_as_overrides(argv: list[str]) -> list[str]:
-    """`hydra.sweeper.params.model.num_heads=choice(3,5)` as the override `model.num_heads=choice(3,5)`,
-    which Hydra takes on the command line; an override typed for the same key wins, as in the sweepers."""
-    spaces = [a.lstrip("+").startswith(SEARCH_SPACE) for a in argv]
-    typed = {a.split("=", 1)[0].lstrip("+~") for a, space in zip(argv, spaces, strict=True) if not space}
-    return [
-        a.lstrip("+")[len(SEARCH_SPACE) :] if space else a
-        for a, space in zip(argv, spaces, strict=True)
-        if not space or a.lstrip("+")[len(SEARCH_SPACE) :].split("=", 1)[0] not in typed
-    ]
-
-
 class Checked(NamedTuple):
     """A single run's command line, checked: its run directory, and what check returned."""
 
@@ -231,16 +182,14 @@ class Checked(NamedTuple):
     prepared: Any
 
 
-def check_command_line(
-    config_name: str, argv: list[str], check: Check | None, check_sweep: Check | None = None
-) -> Checked | None:
+def check_command_line(config_name: str, argv: list[str], check: Check | None) -> Checked | None:
     """Compose what argv asks for and run the command's check, exiting with one line if refused.
 
     A single run: check(cfg, argv) in its resolved run directory; what it returns is the task's. A
-    multirun: check_sweep(cfg, point) on every point, each bad one named (a refusal all share, once).
+    multirun: every point composed, and train's checked by the sweeps wing; each bad one named (a
+    refusal all share, once).
     """
     overrides = [a for a in argv if not a.startswith("-")]
-    check_sweeper_keys(overrides)
     if not rundir.is_multirun(argv):
         try:
             check_choices(overrides)
@@ -252,6 +201,10 @@ def check_command_line(
         if composed.hydra.mode != RunMode.MULTIRUN:  # an experiment's config may set it
             cfg = job_config(composed)
             return Checked(composed.hydra.run.dir, check(cfg, argv) if check is not None else None)
+    from src.sweeps.checks import check_sweep_job, check_sweeper_keys  # a multirun: the sweeps wing's checks
+    from src.sweeps.points import sweep_points
+
+    check_sweeper_keys(overrides)
     failed: list[tuple[int, list[str], Exception]] = []
     try:
         points = sweep_points(overrides)
@@ -262,8 +215,8 @@ def check_command_line(
             try:
                 check_choices(point)
                 cfg = compose_point(point)
-                if check_sweep is not None:
-                    check_sweep(cfg, point)
+                if config_name == "train":
+                    check_sweep_job(cfg, point)
             except (HydraException, *USER_ERRORS) as err:
                 failed.append((number, point, err))
     # Explained once Hydra is free again: explain() may compose a neighbouring config.
@@ -304,12 +257,7 @@ def one_line_errors(full_errors: bool) -> Iterator[None]:
         fail(one_line(err))
 
 
-def command(
-    config_name: str,
-    task: Callable[[DictConfig], Any],
-    check: Check | None = None,
-    check_sweep: Check | None = None,
-) -> Any:
+def command(config_name: str, task: Callable[[DictConfig], Any], check: Check | None = None) -> Any:
     """Run task(cfg) as a Hydra command reading conf/<config_name>.yaml, with one-line errors.
 
     The checks (check_command_line) run before hydra.main, which then composes again in the run
@@ -325,13 +273,16 @@ def command(
         with one_line_errors(full_errors):
             return task(cfg) if checked is None or checked.prepared is None else task(cfg, checked.prepared)
 
-    sys.argv[1:] = search_space_as_overrides(sys.argv[1:])  # Hydra reads the command line from sys.argv
+    if any(a.lstrip("+").startswith("hydra.sweeper.params.") for a in sys.argv[1:]):  # Hydra reads sys.argv
+        from src.sweeps.checks import search_space_as_overrides
+
+        sys.argv[1:] = search_space_as_overrides(sys.argv[1:])
     argv = sys.argv[1:]
     outside = HydraConfig.instance().cfg  # job_config sets it for the run; given back after (tests run main())
     try:
         with one_line_errors(full_errors):
             if not full_errors and not any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
-                checked = check_command_line(config_name, argv, check, check_sweep)  # not --help, --cfg: nothing runs
+                checked = check_command_line(config_name, argv, check)  # not --help, --cfg: nothing runs
             if checked is not None:
                 sys.argv[1:] = rundir.pinned_run_dir(argv, checked.run_dir)
             register(config_name)

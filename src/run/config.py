@@ -27,7 +27,7 @@ from src.model.checks import setting
 from src.model.gpt import GPTConfig
 from src.model.seed_gpt import SeedGPTConfig
 from src.rules import ConfigError
-from src.training.optim import OPTIMIZERS
+from src.training.optim import OPTIMIZERS, settings
 
 PRIMITIVES = (int, float, str, bool)
 
@@ -128,70 +128,20 @@ class TrainSchema:
     callbacks: Any = setting(None, "Lightning callbacks")
 
 
-@dataclass
-class GenerateSchema:
-    ckpt_path: str | None = setting(None, CHECKPOINT)
-    prompt: str = setting("ROMEO:", "the text to continue; every character must be in the model's vocabulary")
-    max_new_tokens: int = setting(500, "characters to write after the prompt")
-    num_samples: int = setting(1, "samples drawn together as one batch; sample i uses seed + i")
-    temperature: float = setting(0.8, "0 = greedy")
-    top_k: int | None = setting(None, TOP_K)
-    top_p: float | None = setting(None, TOP_P)
-    greedy: bool = setting(False, "true: always the most likely character (temperature is ignored)")
-    seed: int | None = setting(1337, "null = a different sample every time")
-    device: str = setting("auto", "auto = a GPU when there is one, else cpu")
-    paths: Any = setting(None, PATHS)
-
-
-@dataclass
-class EvaluateSchema:
-    ckpt_path: str | None = setting(None, CHECKPOINT)
-    data_path: str | None = setting(None, "null = the text the checkpoint was trained on")
-    batch_size: int | None = setting(None, "windows per batch; null: sized by tokens for the device")
-    val_tokens: int | None = setting(
-        None, "null = score the whole val (and test) split; N = only its first N characters"
-    )
-    device: str = setting("auto", "auto = a GPU when there is one, else cpu")
-    paths: Any = setting(None, PATHS)
-
-
-@dataclass
-class PlotAttentionSchema:
-    ckpt_path: str | None = setting(None, CHECKPOINT)
-    prompt: str = setting("ROMEO:\nO, she doth teach the torch", "cropped to its last context_window characters")
-    out: str | None = setting(None, "null: attention.png in the checkpoint's run directory")
-    paths: Any = setting(None, PATHS)
-
-
-@dataclass
-class ExploreSchema:
-    ckpt_path: str | None = setting(None, CHECKPOINT.replace("best.ckpt)", "best.ckpt) or last"))
-    out: str | None = setting(None, "null = explore.html in the checkpoint's run directory")
-    prompt: str | None = setting(None, "the text the page opens with; null = the first line of the excerpt")
-    text: str | None = setting(None, 'a UTF-8 file for "Where it fails"; null = the checkpoint\'s own validation split')
-    excerpt_chars: int = setting(2000, 'how many characters "Where it fails" scores')
-    weights: str = setting("auto", "float32, float16 or auto (float16 above 1.5M parameters: BENCHMARKS.md, Explorer)")
-    paths: Any = setting(None, PATHS)
-
-
 def register(config_name: str) -> None:
-    """Put a command's schemas into Hydra's ConfigStore; only `train`'s import Lightning."""
-    store = ConfigStore.instance()
-    store.store(name="generate_schema", node=GenerateSchema)
-    store.store(name="evaluate_schema", node=EvaluateSchema)
-    store.store(name="plot_attention_schema", node=PlotAttentionSchema)
-    store.store(name="explore_schema", node=ExploreSchema)
+    """Put train's schemas into Hydra's ConfigStore (each other command stores its own on import)."""
     if config_name != "train":
         return
     from lightning.pytorch import Trainer
 
     from src.data.datamodule import TextDataModule
 
+    store = ConfigStore.instance()
     store.store(name="train_schema", node=TrainSchema)
     store.store(group="model", name="gpt_schema", node=GPTSchema)
     store.store(group="model", name="seed_schema", node=SeedSchema)
-    for name, settings in OPTIMIZERS.items():  # the optimizers' settings, typed where they are used
-        store.store(group="optimizer", name=f"{name}_schema", node=settings)
+    for name, schema in OPTIMIZERS.items():  # the optimizers' settings, typed where they are used
+        store.store(group="optimizer", name=f"{name}_schema", node=schema)
     data = schema_of(TextDataModule, "DataSchema", skip=DATA_SET_BY_TRAIN, help=TextDataModule.HELP, _target_="")
     store.store(group="data", name="data_schema", node=data)
     # Trainer(...) takes every key but the objects train() hands it itself.
@@ -226,8 +176,8 @@ def check_model(model: DictConfig) -> None:
 
 
 def check_optimizer(opt: DictConfig) -> None:
-    name = opt.name
-    rules.choice("optimizer.name", name, tuple(OPTIMIZERS))
+    """optimizer.<key>'s names (the optimizer's limits are its settings' own, src/training/optim.py)."""
+    name = settings(opt).name
     options = {f.name for f in dataclasses.fields(OPTIMIZERS[name])}
     anyones = {f.name for schema in OPTIMIZERS.values() for f in dataclasses.fields(schema)}
     unknown = sorted(set(opt) - anyones)
@@ -238,23 +188,6 @@ def check_optimizer(opt: DictConfig) -> None:
             f"optimizer.name={name} keeps the options of another optimizer: "
             f"choose the optimizer with optimizer={name} instead, which brings its own options"
         )
-    rules.finite("optimizer.lr", opt.lr, 0.0, "a positive finite number", strict=True)
-    if opt.min_lr is not None:
-        rules.finite("optimizer.min_lr", opt.min_lr, 0.0, "a finite number >= 0")
-    rules.finite("optimizer.weight_decay", opt.weight_decay, 0.0, "a finite number >= 0 (0 turns decay off)")
-    rules.non_negative_int("optimizer.warmup_steps", opt.warmup_steps)
-    if opt.decay_steps is not None:
-        rules.positive_int("optimizer.decay_steps", opt.decay_steps, "or null for trainer.max_steps")
-    if "betas" in opt and (len(opt.betas) != 2 or not all(rules.is_number(b) and 0.0 <= b < 1.0 for b in opt.betas)):
-        rules.refuse("optimizer.betas", list(opt.betas), "two numbers in [0, 1), e.g. [0.9,0.99]")
-    if "momentum" in opt:
-        rules.finite("optimizer.momentum", opt.momentum, 0.0, "a finite number >= 0")
-    if name == "muon":
-        rules.finite("optimizer.adam_lr", opt.adam_lr, 0.0, "a positive finite number", strict=True)
-        rules.positive_int("optimizer.ns_steps", opt.ns_steps, "Newton-Schulz iterations, e.g. 5")
-        rules.choice("optimizer.ns_dtype", opt.ns_dtype, ("float32", "bfloat16"))
-        if not opt.momentum < 1:
-            rules.refuse("optimizer.momentum", opt.momentum, "in [0, 1) for Muon", "e.g. 0.95")
 
 
 # The values Lightning's Trainer documents for `precision` (lightning.ai, Trainer, precision).
@@ -314,14 +247,6 @@ def check_trainer(trainer: DictConfig) -> None:
     kept = "every run keeps checkpoints/best.ckpt and last.ckpt (debug=fast_dev_run is the run that saves none)"
     if trainer.enable_checkpointing is False:
         rules.refuse("trainer.enable_checkpointing", False, "true", kept)
-
-
-def check_evaluate(cfg: DictConfig, argv: list[str]) -> None:
-    """Ranges of `python -m src.evaluate`'s own keys."""
-    if cfg.batch_size is not None:
-        rules.positive_int("batch_size", cfg.batch_size, "or null")
-    if cfg.val_tokens is not None:
-        rules.positive_int("val_tokens", cfg.val_tokens, "or null")
 
 
 def check_precision(cfg: DictConfig) -> None:

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from src.data.tokenizer import printable
@@ -25,6 +26,16 @@ from src.training.tensorboard import TensorBoard, watch_command
 if TYPE_CHECKING:
     from src.training.checkpoint import Trained
 log = logging.getLogger(__name__)
+
+
+def run_name_and_keys() -> tuple[str, list[str]]:
+    """The run's name in TensorBoard and its record, and the keys that set it apart: a sweep job's swept
+    values (the sweeps wing); a single run has no name, and the keys its command line set."""
+    if not record.in_multirun():
+        return "", record.varied_keys()
+    from src.sweeps.points import run_name, swept_keys
+
+    return run_name(), record.varied_keys(swept_keys(HydraConfig.get()))
 
 
 def in_memory_best(trainer: Any, lit: Any) -> Trained | None:
@@ -56,6 +67,7 @@ def write_result(cfg: DictConfig, trainer: Any, lit: Any, started: float) -> Non
     record.write_result(
         cfg.paths.output_dir,
         {
+            "run_name": run_name_and_keys()[0],
             "status": "ok" if best is not None else "not validated",
             "best_val_loss": best,
             "best_val_bpc": best / math.log(2) if best is not None else None,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
 from src import rules
+from src.rules import positive_int
 from src.sweeps import resources  # noqa: F401  (registers parallel_jobs, the parallel launcher's default n_jobs)
 
 
@@ -27,12 +30,44 @@ def check_launcher(cfg: DictConfig, launcher: str) -> None:
                 )
 
 
+def launcher_jobs(n_jobs: Any) -> None:
+    """hydra/launcher=parallel's n_jobs, in joblib's convention (-1: every core, -2: all but one)."""
+    if not rules.is_int(n_jobs) or n_jobs == 0:
+        rules.refuse(
+            "hydra.launcher.n_jobs", n_jobs, "a non-zero integer", "the number of jobs at once, or -1 for every core"
+        )
+
+
 def check_sweep_job(cfg: DictConfig, point: list[str]) -> None:
     """One point of a multirun before the sweep starts: its sweep keys and what its launcher can run."""
-    rules.sweep(cfg.sweep.jobs_per_gpu)
+    positive_int("sweep.jobs_per_gpu", cfg.sweep.jobs_per_gpu, "e.g. sweep.jobs_per_gpu=2")
     chosen = [o.split("=", 1)[1] for o in point if o.lstrip("+~").startswith("hydra/launcher=")]
     launcher = chosen[-1] if chosen else "basic"  # Hydra's default
     check_launcher(cfg, launcher)
     typed = [o for o in point if o.startswith("hydra.launcher.n_jobs=")]
     if typed and launcher == "parallel":  # Hydra's keys are not in cfg: read as typed
-        rules.launcher_jobs(OverridesParser.create().parse_overrides(typed[-1:])[0].value())
+        launcher_jobs(OverridesParser.create().parse_overrides(typed[-1:])[0].value())
+
+
+def check_sweeper_keys(overrides: list[str]) -> None:
+    """The sweeper's own counts, which no schema types (n_trials=0 was a traceback from Optuna)."""
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key in ("hydra.sweeper.n_trials", "hydra.sweeper.n_jobs"):
+            parsed = OverridesParser.create().parse_overrides([override])[0].value() if value else value
+            positive_int(key, parsed, "how many trials the search runs" if key.endswith("trials") else "")
+
+
+SEARCH_SPACE = "hydra.sweeper.params."
+
+
+def search_space_as_overrides(argv: list[str]) -> list[str]:
+    """`hydra.sweeper.params.model.num_heads=choice(3,5)` as the override `model.num_heads=choice(3,5)`,
+    which Hydra takes on the command line; an override typed for the same key wins, as in the sweepers."""
+    spaces = [a.lstrip("+").startswith(SEARCH_SPACE) for a in argv]
+    typed = {a.split("=", 1)[0].lstrip("+~") for a, space in zip(argv, spaces, strict=True) if not space}
+    return [
+        a.lstrip("+")[len(SEARCH_SPACE) :] if space else a
+        for a, space in zip(argv, spaces, strict=True)
+        if not space or a.lstrip("+")[len(SEARCH_SPACE) :].split("=", 1)[0] not in typed
+    ]

@@ -206,3 +206,20 @@ def load_trained(path: str | Path) -> Trained:
     best = checkpoint.get("best_val_loss")
     best = float(best) if isinstance(best, (int, float)) else None
     return Trained(model.eval(), tokenizer, hparams, checkpoint.get("global_step", 0), best)
+
+
+def pick_device(device: str) -> torch.device:
+    """`auto` (CUDA, else Apple's MPS, else the CPU, as accelerator=auto picks), cpu, mps, cuda or cuda:N."""
+    cuda, mps = torch.cuda.is_available(), torch.backends.mps.is_available()
+    if device == "auto":
+        return torch.device("cuda" if cuda else "mps" if mps else "cpu")
+    if device == "mps" and not mps:
+        raise ValueError("device=mps asks for Apple's MPS, which this machine lacks: use device=cpu or device=auto")
+    kind, _, index = device.partition(":")
+    if device in ("cpu", "mps") or (kind == "cuda" and (not index or index.isdigit())):
+        if kind == "cuda" and not cuda:
+            raise ValueError(f"device={device} asks for a GPU but none is available: use device=cpu or device=auto")
+        if kind == "cuda" and index and int(index) >= torch.cuda.device_count():
+            raise ValueError(f"device={device}: there are only {torch.cuda.device_count()} GPUs; use device=cuda:0")
+        return torch.device(device)
+    raise ValueError(f"device={device} is not a device this command runs on: use device=auto, cpu, mps, cuda or cuda:N")

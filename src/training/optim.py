@@ -12,11 +12,28 @@ from typing import Any
 import torch
 from torch import nn
 
+from src import rules
 from src.model.checks import setting
 from src.model.layers import TokenAndPositionEmbedding
 from src.rules import ConfigError
 
 HEADS = ("W_vocab", "W_out")  # the output layers: AdamW's under Muon, as in the reference implementations
+
+
+def check_limits(opt: AdamW | SGD | Muon) -> None:
+    """The limits every optimizer's settings keep, checked as they are built; a refusal names optimizer.<key>."""
+    rules.finite("optimizer.lr", opt.lr, 0.0, "a positive finite number", strict=True)
+    if opt.min_lr is not None:
+        rules.finite("optimizer.min_lr", opt.min_lr, 0.0, "a finite number >= 0")
+    rules.finite("optimizer.weight_decay", opt.weight_decay, 0.0, "a finite number >= 0 (0 turns decay off)")
+    rules.non_negative_int("optimizer.warmup_steps", opt.warmup_steps)
+    if opt.decay_steps is not None:
+        rules.positive_int("optimizer.decay_steps", opt.decay_steps, "or null for trainer.max_steps")
+    betas = getattr(opt, "betas", None)
+    if betas is not None and (len(betas) != 2 or not all(rules.is_number(b) and 0.0 <= b < 1.0 for b in betas)):
+        rules.refuse("optimizer.betas", list(betas), "two numbers in [0, 1), e.g. [0.9,0.99]")
+    if hasattr(opt, "momentum"):
+        rules.finite("optimizer.momentum", opt.momentum, 0.0, "a finite number >= 0")
 
 
 @dataclass
@@ -34,6 +51,9 @@ class AdamW:
     min_lr: float = setting(2e-4, "the rate the cosine decays to")
     decay_steps: int | None = setting(None, "null: trainer.max_steps")
 
+    def __post_init__(self) -> None:
+        check_limits(self)
+
 
 @dataclass
 class SGD:
@@ -46,6 +66,9 @@ class SGD:
     warmup_steps: int = setting(0, "steps of linear warmup from 0 to lr")
     min_lr: float | None = setting(None, "null: lr, constant whatever lr is typed (sgd.yaml: ${optimizer.lr})")
     decay_steps: int | None = setting(None, "null: trainer.max_steps")
+
+    def __post_init__(self) -> None:
+        check_limits(self)
 
 
 @dataclass
@@ -67,6 +90,14 @@ class Muon:
     warmup_steps: int = setting(100, "steps of linear warmup from 0 to both rates")
     min_lr: float = setting(2e-3, "the schedule ends at min_lr / lr of both rates")
     decay_steps: int | None = setting(None, "null: trainer.max_steps")
+
+    def __post_init__(self) -> None:
+        check_limits(self)
+        rules.finite("optimizer.adam_lr", self.adam_lr, 0.0, "a positive finite number", strict=True)
+        rules.positive_int("optimizer.ns_steps", self.ns_steps, "Newton-Schulz iterations, e.g. 5")
+        rules.choice("optimizer.ns_dtype", self.ns_dtype, ("float32", "bfloat16"))
+        if not self.momentum < 1:
+            rules.refuse("optimizer.momentum", self.momentum, "in [0, 1) for Muon", "e.g. 0.95")
 
 
 Settings = AdamW | SGD | Muon

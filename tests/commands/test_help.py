@@ -12,8 +12,12 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
+from src.evaluate import EvaluateSchema
+from src.explore import ExploreSchema
 from src.export.__main__ import ExportSchema
+from src.generate import GenerateSchema
 from src.model import GPTConfig, SeedGPTConfig
+from src.plot_attention import PlotAttentionSchema
 from src.run import config
 from src.run.cli import compose
 from src.training.optim import OPTIMIZERS
@@ -61,7 +65,9 @@ def test_help_lists_the_groups_options_and_keys_each_with_its_line(command):
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_listed_key_is_a_key_of_the_command_at_the_default_shown(command):
     """What --help shows is what composing the command gives: the key exists and its default is the same."""
-    ConfigStore.instance().store(name="export_schema", node=ExportSchema)  # export's module stores it as it runs
+    ConfigStore.instance().store(
+        name="export_schema", node=ExportSchema
+    )  # export's main() stores it; the others on import
     cfg = compose(command, [], with_hydra=True)
     keys = listed(cfg.hydra.help.template)  # Hydra's --help prints this template
     parser = OverridesParser.create()
@@ -76,7 +82,8 @@ def test_every_listed_key_is_a_key_of_the_command_at_the_default_shown(command):
         assert shown == OmegaConf.select(cfg, name), (name, default)
 
 
-SCHEMAS = (GPTConfig, SeedGPTConfig, *OPTIMIZERS.values(), ExportSchema)
+SCHEMAS = (GPTConfig, SeedGPTConfig, *OPTIMIZERS.values(), ExportSchema, GenerateSchema, EvaluateSchema)
+SCHEMAS += (PlotAttentionSchema, ExploreSchema)
 SCHEMAS += tuple(getattr(config, n) for n in dir(config) if n.endswith("Schema") and n[0].isupper())
 
 

@@ -7,6 +7,10 @@ import pytest
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
+import src.evaluate  # noqa: F401  (each command module stores its schema)
+import src.explore  # noqa: F401
+import src.generate  # noqa: F401
+import src.plot_attention  # noqa: F401
 from src.export.__main__ import ExportSchema
 from src.run.config import register
 

@@ -23,9 +23,10 @@ from hydra.core.hydra_config import HydraConfig
 from benchmarks import gpu_check
 from src.run.cli import compose
 from src.run.config import check_values
-from src.run.record import sweep_points, write_result
+from src.run.record import write_result
 from src.sweeps import resources as sweep_resources
 from src.sweeps.job import MEDIA_OFF, ranks_start_as_this_job, run_job
+from src.sweeps.points import sweep_points
 from src.train import main as train_main
 from tests.helpers import ROOT, assert_refused, free_port, run_cli, run_in_process, run_main, tiny_training
 
@@ -438,7 +439,7 @@ def test_generate_and_evaluate_take_mps_and_the_gpu_they_name(monkeypatch):
     import torch
 
     from src.evaluate import trainer_devices
-    from src.run.cli import pick_device
+    from src.training.checkpoint import pick_device
     from tests.helpers import hide_gpus
 
     hide_gpus(monkeypatch)

@@ -1,0 +1,65 @@
+"""A sweep's points and names: the jobs a multirun launches, the keys it varies, and each job's run name."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+
+from src.run import record
+from src.run.record import NOT_HYPERPARAMETERS
+
+
+def swept_keys(hydra_cfg: DictConfig) -> set[str]:
+    """The keys this sweep varies: sweep syntax on the command line, or the sweeper's search space."""
+    params = hydra_cfg.sweeper.get("params")
+    keys = set(params.keys()) if params else set()
+    sweep_file = Path(hydra_cfg.sweep.dir) / "multirun.yaml"
+    if sweep_file.is_file():
+        keys |= swept_on_command_line(str(sweep_file), sweep_file.stat().st_mtime_ns)
+    return keys
+
+
+@functools.cache
+def swept_on_command_line(sweep_file: str, modified_ns: int) -> frozenset[str]:
+    """The keys given sweep syntax in multirun.yaml's command line, read once per sweep (BENCHMARKS.md, "Sweeps")."""
+    original = OmegaConf.load(sweep_file).hydra.overrides.task
+    overrides = OverridesParser.create().parse_overrides(list(original))
+    return frozenset(o.get_key_element() for o in overrides if o.is_sweep_override())
+
+
+def name_of(overrides: Sequence[str], swept: set[str] | frozenset[str]) -> str:
+    """A job's run name from its overrides: the swept ones (or all that set hyperparameters), short keys."""
+    overrides = [o for o in overrides if not o.startswith(NOT_HYPERPARAMETERS)]
+    chosen = [o for o in overrides if o.split("=", 1)[0] in swept] or overrides
+    return ",".join(o.split("=", 1)[0].rsplit(".", 1)[-1] + "=" + o.split("=", 1)[1] for o in chosen)
+
+
+def sweep_points(overrides: list[str]) -> list[list[str]]:
+    """Every combination a basic multirun would launch (`a=1,2 b=3,4` gives four), in its order; a key
+    given twice takes the later value, at its first place."""
+    choices: dict[str, list[str]] = {}
+    for o in OverridesParser.create().parse_overrides(overrides):
+        try:
+            values = o.sweep_string_iterator() if o.is_sweep_override() else [o.get_value_element_as_str()]
+            choices[o.get_key_element()] = [f"{o.get_key_element()}={v}" for v in values]  # as a job's overrides
+        except HydraException:  # a search space (an Optuna interval): its sweeper draws the values
+            choices[o.get_key_element()] = [o.input_line]
+    return [list(point) for point in itertools.product(*choices.values())]
+
+
+def run_name() -> str:
+    """What distinguishes this sweep job in TensorBoard and its record: `num_heads=4,embedding_dim=128`."""
+    return name_of(record.job_overrides(), swept_keys(HydraConfig.get()))
+
+
+def write_result(output_dir: str | Path, result: dict[str, Any]) -> None:
+    """This job's record, with its overrides and run name."""
+    record.write_result(output_dir, {"run_name": run_name(), **result})
