@@ -42,7 +42,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("src.sweeps.job", "src.sweeps.callback", "src.sweeps.checks"),  # a job; the Hydra callback; the points
     ("src.sweeps.launcher",),  # hydra/launcher=parallel: the pool of workers, signals passed on
     ("src.sweeps",),  # the package's docstring: nothing to import
-    ("src.run.config",),  # the schemas and the value checks
+    ("src.run.config",),  # train's schemas and --help
     ("src.run.resume",),  # what a resumed run checks of its checkpoint
     ("src.run.preflight", "src.run.cli"),  # the checks before a run; what every command shares
     ("src.run.finish",),  # how a run ends, or stops, in one line

@@ -1,14 +1,12 @@
-"""Every rule a value must follow, written once, for the classes the values configure and the
-commands: each raises ConfigError, one line naming the key and the fix. The model's own limits are
-src/model/checks.py's; ConfigError is a kind of its InvalidModelConfig. Imports no library.
-"""
+"""Every rule a value must follow, written once, for the classes the values configure and the commands:
+each raises ConfigError (a kind of the model's InvalidModelConfig), one line naming the key and the fix."""
 
 from __future__ import annotations
 
+import functools
 import math
 import os
-from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from src.model import checks
 from src.model.checks import InvalidModelConfig, is_int, is_number
@@ -22,18 +20,19 @@ class RunDirInUse(ConfigError):
     """Another live training holds the run directory: a sweep job refused so leaves its record alone."""
 
 
+# The model's rules (src/model/checks.py), each raising a run's ConfigError.
+refuse = functools.partial(checks.refuse, error=ConfigError)
+unknown_key = functools.partial(checks.unknown_key, error=ConfigError)
+positive_int = functools.partial(checks.positive_int, error=ConfigError)
+non_negative_int = functools.partial(checks.non_negative_int, error=ConfigError)
+choice = functools.partial(checks.choice, error=ConfigError)
+sampling = functools.partial(checks.sampling, error=ConfigError)  # generate's (prefix ""), sample.*, callbacks'
+
+
 def one_line(err: BaseException) -> str:
     """An exception's message on one line, as `error: ...` prints it."""
     text = " ".join(str(err).split())
     return text or type(err).__name__
-
-
-def refuse(key: str, value: Any, must: str, fix: str = "") -> NoReturn:
-    checks.refuse(key, value, must, fix, ConfigError)
-
-
-def unknown_key(key: str, owner: str, options: Sequence[str]) -> NoReturn:
-    checks.unknown_key(key, owner, options, ConfigError)
 
 
 def of_type(key: str, value: Any, kinds: tuple[type, ...], optional: bool = False) -> None:
@@ -53,22 +52,10 @@ def seed(key: str, value: Any, count: int = 1) -> None:
         refuse(key, value, "an integer in [0, 2**32)", fix)
 
 
-def positive_int(key: str, value: Any, fix: str = "") -> None:
-    checks.positive_int(key, value, fix, ConfigError)
-
-
-def non_negative_int(key: str, value: Any, fix: str = "") -> None:
-    checks.non_negative_int(key, value, fix, ConfigError)
-
-
 def finite(key: str, value: Any, low: float, must: str, strict: bool = False) -> None:
     """A finite number above `low` (strict) or at least `low`."""
     if not (is_number(value) and math.isfinite(value) and (value > low if strict else value >= low)):
         refuse(key, value, must)
-
-
-def choice(key: str, value: Any, options: Sequence[str]) -> None:
-    checks.choice(key, value, options, ConfigError)
 
 
 # ---------------------------------------------------------------------------- the data
@@ -122,11 +109,6 @@ VAL_METRICS = ("val/loss", "val/ppl", "val/bpc", "val/acc")
 
 
 # ---------------------------------------------------------------------------- sampling
-
-
-def sampling(prefix: str, max_new_tokens: Any, temperature: Any, top_k: Any, top_p: Any) -> None:
-    """Sampling settings of generate (prefix ""), of the final sample ("sample.") and of callbacks."""
-    checks.sampling(prefix, max_new_tokens, temperature, top_k, top_p, ConfigError)
 
 
 # A sample keeps every id it drew: the ids, their steps and the text come to ~100 bytes per token.

@@ -1,10 +1,8 @@
 """`python -m src.train [overrides]`: train, validate, checkpoint, log to TensorBoard, print a sample.
 
-The recipe of lightning-hydra-template's train(): plan (the config against the text, the checkpoint
-and the machine), build (data, model, callbacks, logger, trainer), fit, report. The command line's
-`check` plans and builds before Hydra creates the run directory, so bad input is refused with nothing
-written; a sweep's job, or a config composed in Python, is planned and built inside train().
-"""
+The recipe of lightning-hydra-template's train(): plan, build, fit, report. The command line's `check`
+plans and builds before Hydra creates the run directory, so bad input is refused with nothing written;
+a sweep's job, or a config composed in Python, is planned and built inside train()."""
 
 # ruff: noqa: E402  (the imports follow the signal handler, so that it covers them too)
 from __future__ import annotations
@@ -53,13 +51,6 @@ class Run(NamedTuple):
     trainer: L.Trainer
 
 
-class Ready(NamedTuple):
-    """A run planned and built, not yet fitted."""
-
-    plan: preflight.Plan
-    run: Run
-
-
 def build(cfg: DictConfig, plan: preflight.Plan, module_class: type[GPTModule] = GPTModule) -> Run:
     """The run's objects from a config and its plan, by constructors only: nothing is trained or
     written. The benchmarks build here too (module_class: their variants)."""
@@ -84,12 +75,15 @@ def build(cfg: DictConfig, plan: preflight.Plan, module_class: type[GPTModule] =
     return Run(datamodule, lit, trainer)
 
 
+Ready = tuple[preflight.Plan, Run]  # a run planned and built, not yet fitted
+
+
 def plan_and_build(cfg: DictConfig, run_dir: str | Path, key: str) -> Ready:
     """Plan and build, then check the disk under run_dir (`key` says where it is set)."""
     plan = preflight.plan(cfg)
     run = build(cfg, plan)
     preflight.check_free_space(cfg, plan.tokenizer.vocab_size, run_dir, key)
-    return Ready(plan, run)
+    return plan, run
 
 
 def train(cfg: DictConfig, ready: Ready | None = None) -> float:

@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple, NoReturn
+from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -175,20 +175,10 @@ def null_group(overrides: list[str]) -> str | None:
 Check = Callable[[DictConfig, list[str]], Any]
 
 
-class Checked(NamedTuple):
-    """A single run's command line, checked: its run directory, and what check returned."""
-
-    run_dir: str
-    prepared: Any
-
-
-def check_command_line(config_name: str, argv: list[str], check: Check | None) -> Checked | None:
-    """Compose what argv asks for and run the command's check, exiting with one line if refused.
-
-    A single run: check(cfg, argv) in its resolved run directory; what it returns is the task's. A
-    multirun: every point composed, and train's checked by the sweeps wing; each bad one named (a
-    refusal all share, once).
-    """
+def check_command_line(config_name: str, argv: list[str], check: Check | None) -> tuple[str, Any] | None:
+    """Compose what argv asks for and check it, exiting with one line if refused. A single run: its run
+    directory and what check(cfg, argv) returned there (the task's). A multirun: every point composed,
+    train's checked by the sweeps wing, each bad one named (a refusal all share, once)."""
     overrides = [a for a in argv if not a.startswith("-")]
     if not rundir.is_multirun(argv):
         try:
@@ -200,7 +190,7 @@ def check_command_line(config_name: str, argv: list[str], check: Check | None) -
             fail(null_group(overrides) or one_line(err))
         if composed.hydra.mode != RunMode.MULTIRUN:  # an experiment's config may set it
             cfg = job_config(composed)
-            return Checked(composed.hydra.run.dir, check(cfg, argv) if check is not None else None)
+            return composed.hydra.run.dir, check(cfg, argv) if check is not None else None
     from src.sweeps.checks import check_sweep_job, check_sweeper_keys  # a multirun: the sweeps wing's checks
     from src.sweeps.points import sweep_points
 
@@ -230,27 +220,14 @@ def check_command_line(config_name: str, argv: list[str], check: Check | None) -
     return None
 
 
-def escape_unencodable() -> None:
-    """Text the terminal's encoding cannot hold (CJK under LC_ALL=C) written escaped, not a traceback."""
-    for stream in (sys.stdout, sys.stderr):
-        if hasattr(stream, "reconfigure"):
-            stream.reconfigure(errors="backslashreplace")
-
-
-def reader_gone() -> NoReturn:
-    """The reader closed the output (`generate ... | head -n 1`): stop quietly, stdout to /dev/null."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    sys.exit(0)
-
-
 @contextmanager
 def one_line_errors(full_errors: bool) -> Iterator[None]:
     """A user's error ends in one line (the full traceback with HYDRA_FULL_ERROR=1); a closed pipe quietly."""
     try:
         yield
-    except BrokenPipeError:
-        reader_gone()
+    except BrokenPipeError:  # the reader closed the output (`generate ... | head -n 1`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
     except USER_ERRORS as err:
         if full_errors:
             raise
@@ -258,20 +235,19 @@ def one_line_errors(full_errors: bool) -> Iterator[None]:
 
 
 def command(config_name: str, task: Callable[[DictConfig], Any], check: Check | None = None) -> Any:
-    """Run task(cfg) as a Hydra command reading conf/<config_name>.yaml, with one-line errors.
-
-    The checks (check_command_line) run before hydra.main, which then composes again in the run
-    directory they met; what check returned is handed on as task(cfg, prepared). --help, --cfg and
-    HYDRA_FULL_ERROR=1 skip them.
-    """
+    """Run task(cfg) as a Hydra command reading conf/<config_name>.yaml, with one-line errors. The checks
+    (check_command_line) run before hydra.main, which composes again in the run directory they met;
+    what check returned is handed on as task(cfg, prepared). --help, --cfg and HYDRA_FULL_ERROR=1 skip them."""
     os.environ.setdefault("PROJECT_ROOT", str(PROJECT_ROOT))
     full_errors = os.environ.get("HYDRA_FULL_ERROR") == "1"
-    escape_unencodable()
-    checked: Checked | None = None
+    for stream in (sys.stdout, sys.stderr):  # text the terminal cannot encode (CJK under LC_ALL=C) escaped
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+    prepared = None  # what check returned, for the task
 
     def guarded(cfg: DictConfig) -> Any:
         with one_line_errors(full_errors):
-            return task(cfg) if checked is None or checked.prepared is None else task(cfg, checked.prepared)
+            return task(cfg) if prepared is None else task(cfg, prepared)
 
     if any(a.lstrip("+").startswith("hydra.sweeper.params.") for a in sys.argv[1:]):  # Hydra reads sys.argv
         from src.sweeps.checks import search_space_as_overrides
@@ -283,8 +259,9 @@ def command(config_name: str, task: Callable[[DictConfig], Any], check: Check | 
         with one_line_errors(full_errors):
             if not full_errors and not any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
                 checked = check_command_line(config_name, argv, check)  # not --help, --cfg: nothing runs
-            if checked is not None:
-                sys.argv[1:] = rundir.pinned_run_dir(argv, checked.run_dir)
+                if checked is not None:  # a single run: Hydra is told the run directory the checks met
+                    run_dir, prepared = checked
+                    sys.argv[1:] = rundir.pinned_run_dir(argv, run_dir)
             register(config_name)
             return hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name=config_name)(guarded)()
     except KeyboardInterrupt:  # before training started

@@ -1,9 +1,6 @@
-"""Config schemas, registered in Hydra's ConfigStore and named first in each YAML file's defaults
-list: OmegaConf refuses unknown keys and wrong types, naming the key. The model's, the data's and the
-Trainer's are read off the classes they configure, so no list of keys is kept twice. `check_values`
-holds the rules a type cannot say that no constructor of ours checks (the optimizers', the Trainer's);
-`command_help` is `--help`'s text.
-"""
+"""train's config schemas, named first in each YAML file's defaults list: OmegaConf refuses unknown keys
+and wrong types, naming the key. The model's, the data's and the Trainer's are read off the classes they
+configure, so no list of keys is kept twice. `command_help` is every command's `--help` text."""
 
 from __future__ import annotations
 
@@ -17,17 +14,15 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf
 
-from src import rules
 from src.model.checks import setting
 from src.model.gpt import GPTConfig
 from src.model.seed_gpt import SeedGPTConfig
-from src.rules import ConfigError
-from src.training.optim import OPTIMIZERS, settings
+from src.training.optim import OPTIMIZERS
 
 PRIMITIVES = (int, float, str, bool)
 
@@ -61,15 +56,10 @@ def schema_of(
         kind = omegaconf_type(hints.get(p.name, Any))
         if not (default is None or default is MISSING or isinstance(default, PRIMITIVES)):
             kind, default = Any, None  # an object default (an enum, a callable) is left to the target
-        fields.append((p.name, kind, field(default=default, metadata=described(lines.get(p.name)))))
-    fields += [
-        (key, type(value), field(default=value, metadata=described(lines.get(key)))) for key, value in extra.items()
-    ]
-    return dataclasses.make_dataclass(name, fields)
-
-
-def described(line: str | None) -> dict[str, str]:
-    return {} if line is None else {"help": line}
+        fields.append((p.name, kind, default))
+    fields += [(key, type(value), value) for key, value in extra.items()]
+    described = [(n, k, field(default=d, metadata={"help": lines[n]} if n in lines else {})) for n, k, d in fields]
+    return dataclasses.make_dataclass(name, described)
 
 
 # ---------------------------------------------------------------------------- the schemas
@@ -163,136 +153,6 @@ TRAINER_HELP = {
 }
 # model.context_window is the one key of the window: the DataModule is handed it, never configured with it.
 DATA_SET_BY_TRAIN = ("tokenizer", "corpus", "context_window")
-
-
-# ---------------------------------------------------------------------------- values
-
-
-def check_model(model: DictConfig) -> None:
-    """The model config's own checks (kind, options, sizes, heads dividing the width), without building it."""
-    from src.model import model_config
-
-    model_config(OmegaConf.to_container(model, resolve=True), vocab_size=2)
-
-
-def check_optimizer(opt: DictConfig) -> None:
-    """optimizer.<key>'s names (the optimizer's limits are its settings' own, src/training/optim.py)."""
-    name = settings(opt).name
-    options = {f.name for f in dataclasses.fields(OPTIMIZERS[name])}
-    anyones = {f.name for schema in OPTIMIZERS.values() for f in dataclasses.fields(schema)}
-    unknown = sorted(set(opt) - anyones)
-    if unknown:  # a key no optimizer has (`+optimizer.extra=0`)
-        rules.unknown_key(f"optimizer.{unknown[0]}", f"optimizer={name}", sorted(options))
-    if set(opt) != options:
-        raise ConfigError(
-            f"optimizer.name={name} keeps the options of another optimizer: "
-            f"choose the optimizer with optimizer={name} instead, which brings its own options"
-        )
-
-
-# The values Lightning's Trainer documents for `precision` (lightning.ai, Trainer, precision).
-PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "64-true", "bf16-true", "16-true", "32", "16", "bf16", "64")
-PRECISIONS += ("transformer-engine", "transformer-engine-float16")
-
-
-def trainer_refuses(key: str, value: Any, takes: str) -> NoReturn:
-    """A value Lightning's Trainer documents it does not take (its own error names no key)."""
-    raise ConfigError(f"trainer.{key}={typed(value)}: Trainer refuses it: {key} takes {takes}")
-
-
-def devices_taken(devices: Any) -> bool:
-    """trainer.devices as the Trainer documents it: a positive number, -1 or auto (all), device indices."""
-    if rules.is_int(devices) or (isinstance(devices, str) and re.fullmatch(r"-?\d+", devices.strip())):
-        return int(devices) > 0 or int(devices) == -1
-    if isinstance(devices, str):
-        return devices == "auto" or re.fullmatch(r"\s*\d+\s*(,\s*\d+\s*)*,?\s*", devices) is not None
-    if isinstance(devices, ListConfig | list):
-        return len(devices) > 0 and all(rules.is_int(i) and i >= 0 for i in devices)
-    return False
-
-
-def check_trainer(trainer: DictConfig) -> None:
-    if not devices_taken(trainer.devices):
-        trainer_refuses(
-            "devices", trainer.devices, "a positive number, -1 or auto for all, or device indices ([0,1] or '0,')"
-        )
-    if trainer.precision is not None and str(trainer.precision) not in PRECISIONS:
-        trainer_refuses("precision", trainer.precision, ", ".join(PRECISIONS))
-    rules.positive_int("trainer.max_steps", trainer.max_steps, "the number of optimizer steps to train")
-    interval = trainer.val_check_interval
-    if interval is not None:
-        rules.positive_int("trainer.val_check_interval", interval, "steps between validations")
-    rules.positive_int("trainer.accumulate_grad_batches", trainer.accumulate_grad_batches)
-    max_time = trainer.get("max_time")
-    if max_time is not None and not (isinstance(max_time, str) and re.fullmatch(r"\d+:\d\d:\d\d:\d\d", max_time)):
-        rules.refuse("trainer.max_time", max_time, 'null or a duration "DD:HH:MM:SS"', 'e.g. "00:12:00:00"')
-    overfit = trainer.get("overfit_batches")
-    # Batches come from an endless random stream: Lightning can repeat one (debug=overfit), not take a share.
-    if overfit is not None and (not rules.is_number(overfit) or overfit not in (0, 1)):
-        rules.refuse("trainer.overfit_batches", overfit, "0 or 1", "debug=overfit trains on one batch over and over")
-    if trainer.log_every_n_steps is not None:
-        rules.positive_int("trainer.log_every_n_steps", trainer.log_every_n_steps)
-    every = trainer.get("check_val_every_n_epoch")
-    if every is not None:  # 0 divided by zero inside Lightning
-        rules.positive_int("trainer.check_val_every_n_epoch", every, "or null to validate by steps")
-    profiler = trainer.get("profiler")
-    if not (profiler is None or isinstance(profiler, DictConfig) or profiler in ("simple", "advanced", "pytorch")):
-        rules.refuse("trainer.profiler", profiler, "null, simple, advanced or pytorch", "or use debug=profiler")
-    clip = trainer.gradient_clip_val
-    if clip is not None:
-        rules.finite("trainer.gradient_clip_val", clip, 0.0, "a finite number >= 0 (0 or null turns clipping off)")
-    endless = "training batches are an endless stream with no epoch to limit; set trainer.max_steps instead"
-    if trainer.limit_train_batches not in (None, 1.0):
-        rules.refuse("trainer.limit_train_batches", trainer.limit_train_batches, "null", endless)
-    kept = "every run keeps checkpoints/best.ckpt and last.ckpt (debug=fast_dev_run is the run that saves none)"
-    if trainer.enable_checkpointing is False:
-        rules.refuse("trainer.enable_checkpointing", False, "true", kept)
-
-
-def check_precision(cfg: DictConfig) -> None:
-    """fp16 with a fused AdamW would clip gradients still scaled by 2^16: the fused step unscales
-    them after our clipping (Lightning's own clipping, which ours replaces, refuses the pair). On the
-    CPU Lightning trains 16-mixed as bf16-mixed, without a scaler."""
-    precision, clip = str(cfg.trainer.precision), cfg.trainer.gradient_clip_val
-    if precision in ("16", "16-mixed") and cfg.optimizer.get("fused") and clip and cfg.trainer.accelerator != "cpu":
-        raise ConfigError(
-            f"trainer.precision={precision} with optimizer.fused=true cannot clip (trainer.gradient_clip_val={clip}): "
-            f"the fused AdamW unscales the gradients inside its step, after clipping; set optimizer.fused=false, "
-            f"trainer.precision=bf16-mixed, or trainer.gradient_clip_val=0"
-        )
-
-
-def check_keys(prefix: str, node: DictConfig, schema: type, owner: str) -> None:
-    """Hydra's `+key=value` adds a key even to a schema's node: refuse one the schema does not have."""
-    options = [f.name for f in dataclasses.fields(schema)]
-    unknown = sorted(set(node) - set(options))
-    if unknown:
-        rules.unknown_key(f"{prefix}{unknown[0]}", owner, options)
-
-
-def check_values(cfg: DictConfig) -> None:
-    """Ranges and relations of a composed train config; raises ConfigError naming the key."""
-    check_keys("", cfg, TrainSchema, "the train config")
-    check_keys("sample.", cfg.sample, SampleSchema, "sample")
-    check_keys("sweep.", cfg.sweep, SweepSchema, "sweep")
-    rules.seed("seed", cfg.seed)
-    rules.choice("progress_bar", str(cfg.progress_bar).lower(), ("auto", "true", "false"))
-    check_model(cfg.model)
-    check_optimizer(cfg.optimizer)
-    check_trainer(cfg.trainer)
-    check_precision(cfg)
-    s = cfg.sample
-    rules.sampling("sample.", s.max_new_tokens, s.temperature, s.top_k, s.top_p)
-    rules.sample_fits("sample.max_new_tokens", s.max_new_tokens)
-    checkpoint = cfg.callbacks.get("model_checkpoint") if cfg.callbacks is not None else None
-    if checkpoint is not None and "monitor" in checkpoint:
-        rules.choice("callbacks.model_checkpoint.monitor", checkpoint.monitor, rules.VAL_METRICS)
-    heads = (cfg.get("callbacks") or {}).get("head_scores")
-    if heads is not None and cfg.model.context_window < 4:
-        raise ConfigError(
-            f"callbacks.head_scores needs model.context_window >= 4 (its probe is a string written twice), "
-            f"got {cfg.model.context_window}: widen the window, or callbacks.head_scores=null"
-        )
 
 
 # ---------------------------------------------------------------------------- --help

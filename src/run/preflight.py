@@ -1,9 +1,11 @@
-"""What a training run checks before it starts: `plan(cfg)` reads a composed config against the
-text, the checkpoint it resumes and the machine; `part()` builds each part of the run (DataModule,
-callbacks, logger, Trainer) once, saying what a class refuses in one line naming the key."""
+"""What a training run checks before it starts: `plan(cfg)` reads a composed config's values
+(`check_values`: the Trainer's keys and the cross-part rules), the text, the checkpoint it resumes
+and the machine; `part()` builds each part of the run (DataModule, callbacks, logger, Trainer) once,
+saying what a class refuses in one line naming the key."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import importlib
 import inspect
@@ -17,7 +19,7 @@ import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import lightning as L
 import torch
@@ -25,15 +27,17 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from src import rules
 from src.data.corpus import first_line, resolve_corpus
 from src.data.datamodule import require_two_characters, split_lengths
 from src.data.token_cache import EncodedCorpus, open_corpus
 from src.data.tokenizer import CharTokenizer, show_characters
 from src.model import parameters_of
 from src.model.checks import InvalidModelConfig
-from src.rules import of_type, one_line, physical_memory, unknown_key, window_fits
-from src.run.config import PRIMITIVES, ConfigError, check_values
+from src.rules import ConfigError, of_type, one_line, physical_memory, unknown_key, window_fits
+from src.run.config import PRIMITIVES, SampleSchema, SweepSchema, TrainSchema, typed
 from src.training.callbacks import AtomicCheckpointIO, what_is_kept
+from src.training.optim import OPTIMIZERS, settings
 
 PROMPTED_CALLBACKS = ("sample_text", "attention_maps", "head_scores")
 
@@ -61,14 +65,6 @@ def opening(path: Path) -> str:
     """The text's first characters, the default of prompts that must be in the vocabulary."""
     with open(path, "rb") as f:
         return f.read(1024).decode("utf-8-sig", errors="ignore")[:256]
-
-
-def check_windows_fit(cfg: DictConfig, corpus: EncodedCorpus) -> None:
-    T, test = cfg.model.context_window, cfg.data.test_fraction
-    for split, n in split_lengths(corpus.num_tokens, cfg.data.val_fraction, test).items():
-        if split != "test" or test > 0:
-            name = {"train": "training", "val": "validation"}.get(split, split)
-            window_fits(name, n, T, (str(corpus.source), corpus.num_tokens))
 
 
 def resolve_prompt(key: str, prompt: str | None, tokenizer: CharTokenizer, default: str) -> str:
@@ -106,15 +102,6 @@ def parameters(model: DictConfig, vocab_size: int) -> int:
     return parameters_of(OmegaConf.to_container(model, resolve=True), vocab_size)
 
 
-def memory_needed(cfg: DictConfig, vocab_size: int) -> float:
-    """Bytes a training step needs, roughly: fp32 weights, gradients and AdamW's two moments (16 bytes
-    per parameter) plus the activations autograd keeps (about 20 numbers per layer, width and token)."""
-    m, B = cfg.model, cfg.data.batch_size
-    d, T, layers = m.embedding_dim, m.context_window, m.get("num_layers", 1)
-    activations = B * T * (layers * (20 * d + 2 * m.num_heads * T) + 2 * vocab_size)
-    return 16.0 * parameters(m, vocab_size) + 4.0 * activations
-
-
 def training_device(trainer_cfg: DictConfig) -> str | None:
     """cuda, mps or cpu, as Lightning picks for trainer.accelerator here; None: one this machine lacks."""
     accelerator = str(trainer_cfg.accelerator)
@@ -125,22 +112,22 @@ def training_device(trainer_cfg: DictConfig) -> str | None:
     return "cpu" if accelerator in ("cpu", "auto") else None
 
 
-def device_memory(trainer_cfg: DictConfig) -> tuple[float, str]:
-    """Bytes one training process may use, and where: the smallest GPU it uses (DDP: a replica on each),
-    else the machine's RAM."""
-    if training_device(trainer_cfg) == "cuda":
-        devices = trainer_cfg.devices
+def check_memory(cfg: DictConfig, vocab_size: int) -> None:
+    """Refuse a model or batch that could never fit the training device's memory, before trying: fp32
+    weights, gradients and AdamW's two moments (16 bytes per parameter) plus the activations autograd
+    keeps (about 20 numbers per layer, width and token), against the smallest GPU it uses (DDP: a
+    replica on each), else the machine's RAM."""
+    m, B = cfg.model, cfg.data.batch_size
+    d, T, layers = m.embedding_dim, m.context_window, m.get("num_layers", 1)
+    activations = B * T * (layers * (20 * d + 2 * m.num_heads * T) + 2 * vocab_size)
+    needed = 16.0 * parameters(m, vocab_size) + 4.0 * activations
+    available, where = float(physical_memory()), "this machine's"
+    if training_device(cfg.trainer) == "cuda":
+        devices = cfg.trainer.devices
         indices = list(devices) if isinstance(devices, (list, ListConfig)) else range(torch.cuda.device_count())
         smallest = min(indices, key=lambda i: torch.cuda.get_device_properties(i).total_memory)
         properties = torch.cuda.get_device_properties(smallest)
-        return float(properties.total_memory), f"GPU {smallest}'s ({properties.name})"
-    return float(physical_memory()), "this machine's"
-
-
-def check_memory(cfg: DictConfig, vocab_size: int) -> None:
-    """Refuse a model or batch that could never fit the training device's memory, before trying."""
-    available, where = device_memory(cfg.trainer)
-    needed = memory_needed(cfg, vocab_size)
+        available, where = float(properties.total_memory), f"GPU {smallest}'s ({properties.name})"
     if needed > available:
         keys = [k for k in ("num_layers", "embedding_dim", "mlp_ratio", "context_window") if k in cfg.model]
         sizes = [f"model.{k}={cfg.model[k]}" for k in keys] + [f"data.batch_size={cfg.data.batch_size}"]
@@ -208,6 +195,131 @@ def check_accelerator(trainer_cfg: DictConfig) -> None:
         raise ConfigError(
             f"trainer.devices={devices} asks for {devices} {device} devices, but this machine has {count}: "
             f"use trainer.devices={count} (or -1 for all of them)"
+        )
+
+
+# ---------------------------------------------------------------------------- the values
+
+
+def check_optimizer(opt: DictConfig) -> None:
+    """optimizer.<key>'s names (the optimizer's limits are its settings' own, src/training/optim.py)."""
+    name = settings(opt).name
+    options = {f.name for f in dataclasses.fields(OPTIMIZERS[name])}
+    anyones = {f.name for schema in OPTIMIZERS.values() for f in dataclasses.fields(schema)}
+    unknown = sorted(set(opt) - anyones)
+    if unknown:  # a key no optimizer has (`+optimizer.extra=0`)
+        rules.unknown_key(f"optimizer.{unknown[0]}", f"optimizer={name}", sorted(options))
+    if set(opt) != options:
+        raise ConfigError(
+            f"optimizer.name={name} keeps the options of another optimizer: "
+            f"choose the optimizer with optimizer={name} instead, which brings its own options"
+        )
+
+
+# The values Lightning's Trainer documents for `precision` (lightning.ai, Trainer, precision).
+PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "64-true", "bf16-true", "16-true", "32", "16", "bf16", "64")
+PRECISIONS += ("transformer-engine", "transformer-engine-float16")
+
+
+def trainer_refuses(key: str, value: Any, takes: str) -> NoReturn:
+    """A value Lightning's Trainer documents it does not take (its own error names no key)."""
+    raise ConfigError(f"trainer.{key}={typed(value)}: Trainer refuses it: {key} takes {takes}")
+
+
+def devices_taken(devices: Any) -> bool:
+    """trainer.devices as the Trainer documents it: a positive number, -1 or auto (all), device indices."""
+    if rules.is_int(devices) or (isinstance(devices, str) and re.fullmatch(r"-?\d+", devices.strip())):
+        return int(devices) > 0 or int(devices) == -1
+    if isinstance(devices, str):
+        return devices == "auto" or re.fullmatch(r"\s*\d+\s*(,\s*\d+\s*)*,?\s*", devices) is not None
+    if isinstance(devices, ListConfig | list):
+        return len(devices) > 0 and all(rules.is_int(i) and i >= 0 for i in devices)
+    return False
+
+
+def check_trainer(trainer: DictConfig) -> None:
+    if not devices_taken(trainer.devices):
+        trainer_refuses(
+            "devices", trainer.devices, "a positive number, -1 or auto for all, or device indices ([0,1] or '0,')"
+        )
+    if trainer.precision is not None and str(trainer.precision) not in PRECISIONS:
+        trainer_refuses("precision", trainer.precision, ", ".join(PRECISIONS))
+    rules.positive_int("trainer.max_steps", trainer.max_steps, "the number of optimizer steps to train")
+    interval = trainer.val_check_interval
+    if interval is not None:
+        rules.positive_int("trainer.val_check_interval", interval, "steps between validations")
+    rules.positive_int("trainer.accumulate_grad_batches", trainer.accumulate_grad_batches)
+    max_time = trainer.get("max_time")
+    if max_time is not None and not (isinstance(max_time, str) and re.fullmatch(r"\d+:\d\d:\d\d:\d\d", max_time)):
+        rules.refuse("trainer.max_time", max_time, 'null or a duration "DD:HH:MM:SS"', 'e.g. "00:12:00:00"')
+    overfit = trainer.get("overfit_batches")
+    # Batches come from an endless random stream: Lightning can repeat one (debug=overfit), not take a share.
+    if overfit is not None and (not rules.is_number(overfit) or overfit not in (0, 1)):
+        rules.refuse("trainer.overfit_batches", overfit, "0 or 1", "debug=overfit trains on one batch over and over")
+    if trainer.log_every_n_steps is not None:
+        rules.positive_int("trainer.log_every_n_steps", trainer.log_every_n_steps)
+    every = trainer.get("check_val_every_n_epoch")
+    if every is not None:  # 0 divided by zero inside Lightning
+        rules.positive_int("trainer.check_val_every_n_epoch", every, "or null to validate by steps")
+    profiler = trainer.get("profiler")
+    if not (profiler is None or isinstance(profiler, DictConfig) or profiler in ("simple", "advanced", "pytorch")):
+        rules.refuse("trainer.profiler", profiler, "null, simple, advanced or pytorch", "or use debug=profiler")
+    clip = trainer.gradient_clip_val
+    if clip is not None:
+        rules.finite("trainer.gradient_clip_val", clip, 0.0, "a finite number >= 0 (0 or null turns clipping off)")
+    endless = "training batches are an endless stream with no epoch to limit; set trainer.max_steps instead"
+    if trainer.limit_train_batches not in (None, 1.0):
+        rules.refuse("trainer.limit_train_batches", trainer.limit_train_batches, "null", endless)
+    kept = "every run keeps checkpoints/best.ckpt and last.ckpt (debug=fast_dev_run is the run that saves none)"
+    if trainer.enable_checkpointing is False:
+        rules.refuse("trainer.enable_checkpointing", False, "true", kept)
+
+
+def check_precision(cfg: DictConfig) -> None:
+    """fp16 with a fused AdamW would clip gradients still scaled by 2^16: the fused step unscales
+    them after our clipping (Lightning's own clipping, which ours replaces, refuses the pair). On the
+    CPU Lightning trains 16-mixed as bf16-mixed, without a scaler."""
+    precision, clip = str(cfg.trainer.precision), cfg.trainer.gradient_clip_val
+    if precision in ("16", "16-mixed") and cfg.optimizer.get("fused") and clip and cfg.trainer.accelerator != "cpu":
+        raise ConfigError(
+            f"trainer.precision={precision} with optimizer.fused=true cannot clip (trainer.gradient_clip_val={clip}): "
+            f"the fused AdamW unscales the gradients inside its step, after clipping; set optimizer.fused=false, "
+            f"trainer.precision=bf16-mixed, or trainer.gradient_clip_val=0"
+        )
+
+
+def check_keys(prefix: str, node: DictConfig, schema: type, owner: str) -> None:
+    """Hydra's `+key=value` adds a key even to a schema's node: refuse one the schema does not have."""
+    options = [f.name for f in dataclasses.fields(schema)]
+    unknown = sorted(set(node) - set(options))
+    if unknown:
+        rules.unknown_key(f"{prefix}{unknown[0]}", owner, options)
+
+
+def check_values(cfg: DictConfig) -> None:
+    """Ranges and relations of a composed train config; raises ConfigError naming the key."""
+    check_keys("", cfg, TrainSchema, "the train config")
+    check_keys("sample.", cfg.sample, SampleSchema, "sample")
+    check_keys("sweep.", cfg.sweep, SweepSchema, "sweep")
+    rules.seed("seed", cfg.seed)
+    rules.choice("progress_bar", str(cfg.progress_bar).lower(), ("auto", "true", "false"))
+    from src.model import model_config  # the model's own checks (kind, options, sizes), without building it
+
+    model_config(OmegaConf.to_container(cfg.model, resolve=True), vocab_size=2)
+    check_optimizer(cfg.optimizer)
+    check_trainer(cfg.trainer)
+    check_precision(cfg)
+    s = cfg.sample
+    rules.sampling("sample.", s.max_new_tokens, s.temperature, s.top_k, s.top_p)
+    rules.sample_fits("sample.max_new_tokens", s.max_new_tokens)
+    checkpoint = cfg.callbacks.get("model_checkpoint") if cfg.callbacks is not None else None
+    if checkpoint is not None and "monitor" in checkpoint:
+        rules.choice("callbacks.model_checkpoint.monitor", checkpoint.monitor, rules.VAL_METRICS)
+    heads = (cfg.get("callbacks") or {}).get("head_scores")
+    if heads is not None and cfg.model.context_window < 4:
+        raise ConfigError(
+            f"callbacks.head_scores needs model.context_window >= 4 (its probe is a string written twice), "
+            f"got {cfg.model.context_window}: widen the window, or callbacks.head_scores=null"
         )
 
 
@@ -326,7 +438,11 @@ def plan(cfg: DictConfig) -> Plan:
     # data.*: the DataModule's own checks; it is handed the one window length there is (the model's)
     T = cfg.model.context_window
     datamodule = part("data", cfg.data, context_window=T, tokenizer=tokenizer, corpus=corpus)
-    check_windows_fit(cfg, corpus)
+    test = cfg.data.test_fraction
+    for split, n in split_lengths(corpus.num_tokens, cfg.data.val_fraction, test).items():
+        if split != "test" or test > 0:
+            name = {"train": "training", "val": "validation"}.get(split, split)
+            window_fits(name, n, T, (str(corpus.source), corpus.num_tokens))
     check_memory(cfg, tokenizer.vocab_size)
     prompts = resolve_prompts(cfg, tokenizer, opening(corpus.source))
     return Plan(tokenizer, resume, prompts, corpus, datamodule)

@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from src.data.token_cache import EncodedCorpus
 from src.data.tokenizer import CharTokenizer, show_characters
 from src.model import MODELS
-from src.run.config import ConfigError
+from src.rules import ConfigError
 from src.run.record import read_result, resumable
 
 

@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 
 from src.explore import run
 from src.explorer.payload import EXCERPT_MAX_CHARS, file_text
-from src.run.config import ConfigError
+from src.rules import ConfigError
 
 
 @pytest.mark.parametrize("chars", [10**12, EXCERPT_MAX_CHARS + 1, 1, "many"])

@@ -7,7 +7,7 @@ import pytest
 
 from src.model.checks import InvalidModelConfig
 from src.run.cli import compose
-from src.run.config import check_values
+from src.run.preflight import check_values
 
 
 @pytest.mark.parametrize(

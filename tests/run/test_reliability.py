@@ -21,10 +21,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from omegaconf import DictConfig, OmegaConf
 
-from src.rules import one_line
+from src.rules import ConfigError, one_line
 from src.run import preflight, rundir
 from src.run.cli import compose, dotted_keys, explain, job_config
-from src.run.config import ConfigError
 from src.training.callbacks import remove_leftovers
 from src.training.checkpoint import read_checkpoint
 from src.training.gpt_module import NonFiniteLossError

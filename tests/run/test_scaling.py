@@ -22,7 +22,7 @@ from hydra.core.hydra_config import HydraConfig
 
 from benchmarks import gpu_check
 from src.run.cli import compose
-from src.run.config import check_values
+from src.run.preflight import check_values
 from src.run.record import write_result
 from src.sweeps import resources as sweep_resources
 from src.sweeps.job import MEDIA_OFF, ranks_start_as_this_job, run_job
