@@ -19,7 +19,7 @@ from src.rules import RunDirInUse
 from src.run.record import name_of, read_result, same_job, sweep_points, swept_keys
 from src.run.rundir import lock_run_dir
 from src.sweeps.resources import sweep_size
-from src.training.signals import STOP_SIGNALS, exit_status
+from src.training import STOP_SIGNALS, exit_status
 
 
 @dataclass

@@ -23,7 +23,7 @@ from torch import nn
 from src.model.attention import MultiHeadAttention, SingleHeadSelfAttention
 from src.model.layers import TokenAndPositionEmbedding
 from src.rules import finite, positive_int
-from src.training.signals import STOP_SIGNALS
+from src.training import STOP_SIGNALS
 
 log = logging.getLogger(__name__)
 
