@@ -39,9 +39,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("src.run.rundir",),  # a run's folder, ranks and lock; a command typed again into it
     ("src.sweeps.resources",),  # a parallel sweep's jobs sharing the machine: threads, GPU slots
     ("src.sweeps.summary",),  # a multirun's main process: its start, its stop, its summary
-    ("src.sweeps.job", "src.sweeps.callback", "src.sweeps.checks"),  # a job; the Hydra callback; the points
+    ("src.sweeps.job", "src.sweeps.checks"),  # a job; the points
     ("src.sweeps.launcher",),  # hydra/launcher=parallel: the pool of workers, signals passed on
-    ("src.sweeps",),  # the package's docstring: nothing to import
+    ("src.sweeps",),  # the Hydra callback every run instantiates
     ("src.run.config",),  # train's schemas and --help
     ("src.run.resume",),  # what a resumed run checks of its checkpoint
     ("src.run.preflight", "src.run.cli"),  # the checks before a run; what every command shares

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import signal
 
-from src.training.signals import STOP_SIGNALS, stop_outside_training
+from src.training import STOP_SIGNALS, stop_outside_training
 
 if __name__ == "__main__":  # a stop signal while the libraries load: one line, not a traceback
     for _signal in STOP_SIGNALS:

@@ -44,6 +44,15 @@ def crc32_of(path: Path, chunk_bytes: int = 16 * 2**20) -> int:
     return crc
 
 
+def fsync(path: Path) -> None:
+    """Make a file, or a folder's renames, durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class DataError(ValueError):
     """The training text is missing, unreadable or not what it should be; the message says the fix."""
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from src.data.corpus import FORMAT, DataError, crc32_of, token_dtype
+from src.data.corpus import FORMAT, DataError, crc32_of, fsync, token_dtype
 from src.data.tokenizer import show_characters
 
 CHUNK_BYTES = 16 * 2**20  # 16 MiB of text at a time: ~200 MB of working memory at most
@@ -73,14 +73,6 @@ def _distinct_bytes(data: bytes) -> bytes:
         found += bytes(set(rest[:65_536]))
         rest = rest.translate(None, found)
     return found
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _remove_stale_temporaries(root: Path) -> None:
@@ -175,14 +167,14 @@ def encode(
             },
         }
         (tmp / "meta.json").write_text(json.dumps(meta, ensure_ascii=False, indent=1), encoding="utf-8")
-        _fsync(tmp / "meta.json")
+        fsync(tmp / "meta.json")
         try:
             tmp.rename(directory)  # atomic: the cache appears complete or not at all
         except OSError:
             if not (directory / "meta.json").is_file():  # not another process that finished first
                 raise
             shutil.rmtree(tmp)
-        _fsync(root)
+        fsync(root)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -190,14 +182,11 @@ def encode(
 
 def remove_outdated(root: Path, source: Path) -> None:
     """Caches of an earlier version of the same file (another size or mtime): never used again."""
-    stat = source.stat()
+    stat, path = source.stat(), str(source.resolve())
     for other in root.glob("*/meta.json"):
         try:
             was = json.loads(other.read_text(encoding="utf-8"))["source"]
-            if was["path"] == str(source.resolve()) and (was["size"], was["mtime_ns"]) != (
-                stat.st_size,
-                stat.st_mtime_ns,
-            ):
+            if was["path"] == path and (was["size"], was["mtime_ns"]) != (stat.st_size, stat.st_mtime_ns):
                 shutil.rmtree(other.parent, ignore_errors=True)
         except (OSError, ValueError, KeyError, TypeError):
             continue

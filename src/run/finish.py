@@ -18,9 +18,9 @@ from src.data.tokenizer import printable
 from src.model.language_model import count_parameters
 from src.run import preflight, record
 from src.run.cli import fail
+from src.training import exit_status
 from src.training.callbacks import CheckpointWriteError, GracefulInterrupt, Throughput, TrainingInterrupted
 from src.training.heads import TrackHeads
-from src.training.signals import exit_status
 from src.training.tensorboard import TensorBoard, watch_command
 
 if TYPE_CHECKING:

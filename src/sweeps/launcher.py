@@ -18,7 +18,7 @@ from src.run.record import read_result, write_record
 from src.sweeps.job import WORKER, SweepStopped, stop_job
 from src.sweeps.resources import worker_count
 from src.sweeps.summary import SWEEP, finish
-from src.training.signals import STOP_SIGNALS
+from src.training import STOP_SIGNALS
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from src.run.record import read_result, same_job
 from src.run.rundir import lock_run_dir
 from src.sweeps.points import name_of, sweep_points, swept_keys
 from src.sweeps.resources import sweep_size
-from src.training.signals import STOP_SIGNALS, exit_status
+from src.training import STOP_SIGNALS, exit_status
 
 
 @dataclass

@@ -20,10 +20,11 @@ from lightning.pytorch.callbacks import Checkpoint, TQDMProgressBar
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from torch import nn
 
+from src.data.corpus import fsync
 from src.model.attention import MultiHeadAttention, SingleHeadSelfAttention
 from src.model.layers import TokenAndPositionEmbedding
 from src.rules import finite, positive_int
-from src.training.signals import STOP_SIGNALS
+from src.training import STOP_SIGNALS
 
 log = logging.getLogger(__name__)
 
@@ -293,11 +294,7 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
             ) from None
     finally:
         partial.unlink(missing_ok=True)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)  # make the rename itself durable
-    finally:
-        os.close(directory)
+    fsync(path.parent)  # the rename itself
 
 
 class CheckpointWriteError(OSError):
@@ -328,7 +325,8 @@ class LastCheckpoint(Checkpoint):
     def __init__(self, dirpath: str | Path, every_n_train_steps: int | None = None):
         if every_n_train_steps is not None:
             positive_int("every_n_train_steps", every_n_train_steps, "or null to save at validations only")
-        self.path = Path(dirpath) / "last.ckpt"
+        self.dirpath = Path(dirpath)
+        self.path = self.dirpath / "last.ckpt"
         self.every_n_train_steps = every_n_train_steps
         self.saved_step: int | None = None
 
@@ -369,12 +367,6 @@ PARENT_ENV = "SCRATCHGPT_SWEEP_PARENT"
 PARENT_GONE = "the sweep's main process ended"
 
 
-def watched_parent() -> int | None:
-    """A parallel sweep's main process, whose end (even a `kill -9`) stops its workers' training."""
-    value = os.environ.get(PARENT_ENV, "")
-    return int(value) if value.isdigit() else None
-
-
 class GracefulInterrupt(L.Callback):
     """Ctrl-C (SIGINT), SIGTERM, SIGHUP (a closed terminal), SIGUSR1 (SLURM's pre-emption notice) or a
     parallel sweep's main process ending: finish the step in flight, save last.ckpt, stop, between two
@@ -382,14 +374,13 @@ class GracefulInterrupt(L.Callback):
     signals sent again change nothing (programs repeat them). Under DDP the ranks agree at the next
     log step, whichever rank got it (docs/reliability.md)."""
 
-    SIGNALS = STOP_SIGNALS
-
     def __init__(self) -> None:
         self.received: str | None = None
         self.saved_to: Path | None = None
         self.previous: dict[int, Any] = {}
         self.trainer: L.Trainer | None = None
-        self.parent = watched_parent()
+        parent = os.environ.get(PARENT_ENV, "")  # a parallel sweep's main process: its end (even kill -9) stops
+        self.parent = int(parent) if parent.isdigit() else None
 
     def _handle(self, signum: int, frame: Any) -> None:
         name = signal.Signals(signum).name
@@ -414,7 +405,7 @@ class GracefulInterrupt(L.Callback):
         # The handlers from before the run, taken before Lightning installs its own (after setup), given
         # back in teardown (after Lightning restores its own): after fit a signal meets the command's.
         if threading.current_thread() is threading.main_thread():
-            self.previous = {s: signal.getsignal(s) for s in self.SIGNALS}
+            self.previous = {s: signal.getsignal(s) for s in STOP_SIGNALS}
         # Under SLURM, Lightning's SIGUSR1 handler would write hpc_ckpt_N.ckpt mid-step and requeue the job,
         # which would restore it past the resume checks: pre-emption is this callback's (train() requeues).
         environment = getattr(trainer._accelerator_connector, "cluster_environment", None)
@@ -424,7 +415,7 @@ class GracefulInterrupt(L.Callback):
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.trainer = trainer
         if threading.current_thread() is threading.main_thread():
-            for s in self.SIGNALS:
+            for s in STOP_SIGNALS:
                 signal.signal(s, self._handle)
 
     def last_path(self, trainer: L.Trainer) -> Path:

@@ -149,13 +149,8 @@ class GPTModule(L.LightningModule):
             )
 
     def saved_checkpoints(self) -> list[Path]:
-        """The checkpoint files of this run's checkpoint callbacks that are on disk."""
-        folders = set()
-        for callback in self.trainer.checkpoint_callbacks:
-            if getattr(callback, "dirpath", None):  # ModelCheckpoint's
-                folders.add(Path(callback.dirpath))
-            elif getattr(callback, "path", None):  # LastCheckpoint's
-                folders.add(Path(callback.path).parent)
+        """The checkpoint files of this run's checkpoint callbacks (ModelCheckpoint, LastCheckpoint) on disk."""
+        folders = {Path(c.dirpath) for c in self.trainer.checkpoint_callbacks if getattr(c, "dirpath", None)}
         return [file for folder in folders for file in folder.glob("*.ckpt")]
 
     def _eval_step(self, split: str, batch: tuple[Tensor, Tensor]) -> None:

@@ -50,38 +50,33 @@ def snapshot(step: int, result: HeadScores, prompt_maps: list[Tensor], val_loss:
 
 
 @contextmanager
-def one_thread(device: torch.device) -> Iterator[None]:
-    """On a CPU, one intra-op thread meanwhile: batches this small gain nothing from a second, and on a
-    busy machine two threads waiting for each other took 5-30x longer."""
-    if device.type != "cpu":
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+def evaluating(model: torch.nn.Module, device: torch.device) -> Iterator[None]:
+    """Eval mode (no dropout) and, on a CPU, one intra-op thread meanwhile: batches this small gain nothing
+    from a second, and on a busy machine two threads waiting for each other took 5-30x longer."""
+    was_training, threads = model.training, torch.get_num_threads()
+    model.eval()
+    if device.type == "cpu":
+        torch.set_num_threads(1)
     try:
         yield
     finally:
+        model.train(was_training)
         torch.set_num_threads(threads)
 
 
 def score_heads_now(model: torch.nn.Module, probe: Tensor, text: Tensor | None) -> HeadScores:
-    with one_thread(probe.device):
+    with evaluating(model, probe.device):
         return measure_heads(model, probe, text)
 
 
 @torch.no_grad()
 def prompt_maps(pl_module: L.LightningModule, prompt: str) -> tuple[str, Tensor, list[Tensor]]:
     """The prompt cut to the context window, its ids (T,), and per layer its attention weights
-    (1, h, T, T), from the plain path in eval mode (the fused kernel cannot return them)."""
-    model = pl_module.model
-    prompt = prompt[-model.context_window :]
+    (1, h, T, T), from the plain path (the fused kernel cannot return them)."""
+    prompt = prompt[-pl_module.model.context_window :]
     ids = pl_module.tokenizer.encode(prompt).to(pl_module.device)
-    was_training = model.training
-    model.eval()
-    with one_thread(ids.device):
-        maps = model.attention_maps(ids.unsqueeze(0))
-    model.train(was_training)
-    return prompt, ids, maps
+    with evaluating(pl_module.model, ids.device):
+        return prompt, ids, pl_module.model.attention_maps(ids.unsqueeze(0))
 
 
 def media_loggers(trainer: L.Trainer) -> list:

@@ -88,10 +88,10 @@ def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def hparams_summary(tag: str, data: plugin_data_pb2.HParamsPluginData) -> Summary:
+def hparams_summary(tag: str, **data: Any) -> Summary:
     """The HPARAMS plugin's record, built from TensorBoard's own protos (as torch's add_hparams does)."""
-    data.version = metadata.PLUGIN_DATA_VERSION
-    plugin = SummaryMetadata.PluginData(plugin_name=metadata.PLUGIN_NAME, content=data.SerializeToString())
+    content = plugin_data_pb2.HParamsPluginData(version=metadata.PLUGIN_DATA_VERSION, **data).SerializeToString()
+    plugin = SummaryMetadata.PluginData(plugin_name=metadata.PLUGIN_NAME, content=content)
     return Summary(value=[Summary.Value(tag=tag, metadata=SummaryMetadata(plugin_data=plugin))])
 
 
@@ -201,14 +201,8 @@ class TensorBoard(TensorBoardLogger):
         for name, value in flat.items():
             start.hparams[name].CopyFrom(struct_pb2.Value(**{PROTO_KINDS[type(value)][0]: value}))
         writer = self.experiment.file_writer  # SummaryWriter's public FileWriter
-        writer.add_summary(
-            hparams_summary(metadata.EXPERIMENT_TAG, plugin_data_pb2.HParamsPluginData(experiment=experiment))
-        )
-        writer.add_summary(
-            hparams_summary(
-                metadata.SESSION_START_INFO_TAG, plugin_data_pb2.HParamsPluginData(session_start_info=start)
-            )
-        )
+        writer.add_summary(hparams_summary(metadata.EXPERIMENT_TAG, experiment=experiment))
+        writer.add_summary(hparams_summary(metadata.SESSION_START_INFO_TAG, session_start_info=start))
         writer.flush()
         self.hparams.update(params)  # hparams.yaml holds them too (Lightning writes it only once, early)
         save_hparams_to_yaml(Path(self.log_dir) / self.NAME_HPARAMS_FILE, self.hparams)

@@ -11,8 +11,8 @@ import signal
 import pytest
 
 from src.run.rundir import continue_run
+from src.training import STOP_SIGNALS
 from src.training.checkpoint import read_checkpoint
-from src.training.signals import STOP_SIGNALS
 from tests.helpers import train_in_process
 
 SLURM = {

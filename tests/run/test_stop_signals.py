@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from src.training import STOP_SIGNALS, exit_status
 from src.training.checkpoint import read_checkpoint
-from src.training.signals import STOP_SIGNALS, exit_status
 from tests.helpers import ROOT, run_main, tiny_training, train_in_process
 
 NO_MEDIA = ("callbacks.sample_text=null", "callbacks.attention_maps=null", "sample.max_new_tokens=0")

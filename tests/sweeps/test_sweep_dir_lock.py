@@ -7,7 +7,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from src.sweeps.summary import SWEEP, start
-from src.training.signals import STOP_SIGNALS
+from src.training import STOP_SIGNALS
 
 
 def test_a_second_sweep_into_a_live_sweeps_directory_is_refused_in_one_line(tmp_path, capsys):

@@ -15,7 +15,7 @@ SWEEP_STOPPED_IN_A_FINALIZER = textwrap.dedent(
     import os, signal, sys
     from omegaconf import OmegaConf
     from src.sweeps.summary import SWEEP, stop_sweep
-    from src.training.signals import STOP_SIGNALS
+    from src.training import STOP_SIGNALS
 
     SWEEP.config = OmegaConf.create({"hydra": {
         "sweep": {"dir": sys.argv[1]}, "sweeper": {}, "overrides": {"task": []},
