@@ -27,10 +27,6 @@ FOLDER_VARIABLE = "SCRATCHGPT_EXERCISES_DIR"  # where the learner's files are (d
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def folder() -> Path:
-    return Path(os.environ.get(FOLDER_VARIABLE) or ROOT / "exercises")
-
-
 def exercise(name: str, where: str = "") -> Exercise:
     if name not in EXERCISES:
         raise ConfigError(f"{where}unknown exercise {name!r}: choose one of {', '.join(EXERCISES)}")
@@ -38,7 +34,7 @@ def exercise(name: str, where: str = "") -> Exercise:
 
 
 def learner_file(name: str) -> Path:
-    return folder() / f"{name}.py"
+    return Path(os.environ.get(FOLDER_VARIABLE) or ROOT / "exercises") / f"{name}.py"
 
 
 def _definition(tree: ast.Module, name: str) -> ast.FunctionDef | ast.ClassDef:
@@ -169,17 +165,12 @@ def restore() -> None:
         setattr(module, attr, old)
 
 
-def selected() -> list[str]:
-    """The exercises SCRATCHGPT_EXERCISES names (comma-separated), each checked."""
+def use_selected(fused: bool = False) -> list[str]:
+    """Swap in the exercises SCRATCHGPT_EXERCISES names (comma-separated), each checked: what the
+    runner and the grading plugin call before the model or the tests are built."""
     names = [n.strip() for n in os.environ.get(VARIABLE, "").split(",") if n.strip()]
     for name in names:
         exercise(name, f"{VARIABLE}: ")
-    return names
-
-
-def use_selected(fused: bool) -> list[str]:
-    """What a training run calls before it builds the model: the learner's pieces, swapped in."""
-    names = selected()
     if names and fused:
         raise ConfigError(
             f"{VARIABLE}={','.join(names)} trains with your code on the plain path: add model.fused=false "
@@ -187,6 +178,3 @@ def use_selected(fused: bool) -> list[str]:
         )
     use(names)
     return names
-
-
-__all__ = ["EXERCISES", "Exercise", "exercise", "load", "restore", "selected", "source", "use", "use_selected", "write"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from src.exercises import EXERCISES, Exercise, learner_file, selected, use
+from src.exercises import EXERCISES, Exercise, learner_file, use_selected
 
 _chosen: list[Exercise] = []
 _failed: dict[str, list[tuple[str, str]]] = {}  # exercise -> [(test node id, first line of the error)]
@@ -18,9 +18,7 @@ _passed: dict[str, int] = {}  # exercise -> tests passed
 
 def pytest_configure(config: pytest.Config) -> None:
     """Before any test module is collected, so that `from src.model... import X` in them gets yours."""
-    names = selected()
-    use(names)
-    _chosen[:] = [EXERCISES[n] for n in names]
+    _chosen[:] = [EXERCISES[n] for n in use_selected()]
 
 
 def owners(nodeid: str) -> list[Exercise]:
