@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-IGNORED_PREFIXES = ("seed", "paths.", "hydra.", "ckpt_path", "overwrite", "progress_bar", "explorer", "sample.")
+from src.sweeps.analysis import configuration, finite_loss
+
 DATA_KEYS = ("path", "val_fraction", "test_fraction", "val_tokens")  # what a comparable val loss depends on
 
 
@@ -58,11 +59,6 @@ class Run:
     data: tuple
 
 
-def configuration(overrides: list[str]) -> tuple[str, ...]:
-    """What sets a run apart: its overrides, less the seed and the keys that do not change the result."""
-    return tuple(o for o in overrides if not o.split("=", 1)[0].lstrip("+~").startswith(IGNORED_PREFIXES))
-
-
 def data_of(run_dir: Path) -> tuple:
     """The text and validation split of a run, from its composed config (.hydra/config.yaml)."""
     import yaml
@@ -85,11 +81,10 @@ def find_runs(directories: list[Path], metric: str) -> list[Run]:
             raise Refused(f"{directory} holds no result.json: give the directories of finished runs or sweeps")
         for result in results:
             row = json.loads(result.read_text(encoding="utf-8"))
-            value = row.get(metric)
-            if row.get("status") != "ok" or not isinstance(value, (int, float)) or not math.isfinite(value):
-                continue  # a failed or unfinished run has no number to compare
-            overrides = configuration(row.get("overrides", []))
-            runs.append(Run(result.parent, overrides, float(value), data_of(result.parent)))
+            value = finite_loss(row, metric)
+            if value is not None:  # a failed or unfinished run has no number to compare
+                overrides = configuration(row.get("overrides", []))
+                runs.append(Run(result.parent, overrides, value, data_of(result.parent)))
     return runs
 
 

@@ -153,9 +153,6 @@ class HeadsFigure:
             draw.text(centre, f"head {head}", fill="black", font=self.font, anchor="ma")
         return np.array(image)  # (height, width, 3) uint8, writable
 
-    def close(self) -> None:
-        """Nothing to free (the matplotlib figure this class once held had to be closed)."""
-
 
 def save_png(fig: Figure, path: str) -> None:
     """At the figure's exact size (figsize x DPI), so the pixel size is predictable."""
