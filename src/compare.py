@@ -3,17 +3,10 @@
     python -m src.compare outputs/multirun/2026-11-25/01-02-03            # one sweep, grouped by configuration
     python -m src.compare RUN_DIR RUN_DIR ... SWEEP_DIR --target 1.88     # any runs and sweeps together
 
-Every run under the directories given (a run directory holds result.json; a sweep's jobs are found
-below it) is grouped by its configuration: its overrides without the seed, the output paths and
-Hydra's own keys. The first group found is the baseline (`--baseline TEXT` picks the group whose
-label contains TEXT); every other group is compared with it: mean, sample standard deviation,
-and the two-sided p-value of Welch's t-test (unequal variances).
-
-With `--target`, each group is also held to the speedrun rule: is its mean below the target, and
-how sure (a one-sided t-test of mean < target; modded-nanogpt asks p < 0.01 for a record).
-
-A group of fewer than 2 runs has no spread and is refused, as are runs of different texts or
-validation splits (their losses are not comparable). The tests are scipy.stats's.
+Runs are grouped by configuration (src/sweeps/analysis.configuration); the first group, or the one
+--baseline names, is the baseline. --target adds the speedrun's rule, a one-sided t-test that the mean
+is below it (modded-nanogpt asks p < 0.01). A group of one run, and runs of different texts or
+validation splits, are refused (docs/sweeps.md). The tests are scipy.stats's.
 """
 
 from __future__ import annotations
