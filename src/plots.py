@@ -18,10 +18,7 @@ TITLE = 0.6  # inches for the figure title
 BAR = 0.9  # inches on the right for the colour bar (what a weight's colour means)
 DPI = 100
 MAX_LABELLED_TOKENS = 40  # beyond this the characters on the axes would overlap
-
-
-def token_label(ch: str) -> str:
-    return {"\n": "⏎", " ": "␣", "\t": "⇥"}.get(ch, ch)
+TOKEN_LABELS = {"\n": "⏎", " ": "␣", "\t": "⇥"}  # the characters an axis would show as nothing
 
 
 def attention_figure(
@@ -35,7 +32,7 @@ def attention_figure(
     fig, axes = plt.subplots(len(layers), num_heads, figsize=(width, height), dpi=DPI, squeeze=False)
     future = np.triu(np.ones((T, T), dtype=bool), k=1)
     cmap = plt.get_cmap("viridis").with_extremes(bad="#dddddd")
-    labels = [token_label(t) for t in tokens] if T <= MAX_LABELLED_TOKENS else None
+    labels = [TOKEN_LABELS.get(t, t) for t in tokens] if T <= MAX_LABELLED_TOKENS else None
     for layer, weights in enumerate(layers):
         for head in range(num_heads):
             ax = axes[layer][head]

@@ -125,14 +125,11 @@ def run_history(run_dir: Path) -> dict[str, Any] | None:
 def run_title(run_dir: Path) -> str:
     """The run as a reader names it: Hydra's <date>/<time> (a sweep job: <date>/<time>/<job>) with its
     date, not the time alone; any other folder by its own name."""
-    parts = [run_dir.name]
-    for parent in list(run_dir.parents)[:2]:
-        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", parts[0]):
-            break
-        parts.insert(0, parent.name)
-    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", parts[0]):
+    found = re.search(r"(?:^|/)(\d{4}-\d{2}-\d{2})/([^/]+)(?:/([^/]+))?$", run_dir.as_posix())
+    if found is None:
         return run_dir.name
-    return " ".join(parts[:2] + [f"job {job}" for job in parts[2:]])
+    date, time, job = found.groups()
+    return f"{date} {time}" + (f" job {job}" if job else "")
 
 
 def head_payload(vocab_size: int, context_window: int, run_dir: Path) -> dict[str, Any] | None:
