@@ -90,19 +90,18 @@ def source(name: str, solution: bool = False) -> str:
         *imports,
         "",
     ]
-    if not ex.methods:
-        body = lines[target.lineno - 1 : target.end_lineno] if solution else _blank(lines, target, ex, "")
-        return "\n".join([*header, "", *body]) + "\n"
-    parts = [
-        f"from {ex.module} import {ex.reference} as Reference{ex.reference}",
-        "",
-        "",
-        f"class {ex.reference}(Reference{ex.reference}):",
-        f'    """The reference\'s {ex.reference} with your {methods}; the rest (__init__ too) is the reference\'s."""',
-    ]
+    parts = []  # a method's exercise: the learner's subclass of the reference, holding the methods
+    if ex.methods:
+        parts = [
+            f"from {ex.module} import {ex.reference} as Reference{ex.reference}",
+            "",
+            "",
+            f"class {ex.reference}(Reference{ex.reference}):",
+            f'    """The reference\'s {ex.reference} with your {methods}; '
+            'the rest (__init__ too) is the reference\'s."""',
+        ]
     class_doc = (ast.get_docstring(target) or "").split("\n\n")[0]
-    for method in ex.methods:
-        node = _definition(target, method)  # type: ignore[arg-type]
+    for node in [_definition(target, m) for m in ex.methods] or [target]:  # type: ignore[arg-type]
         body = lines[node.lineno - 1 : node.end_lineno] if solution else _blank(lines, node, ex, class_doc)
         parts += ["", *body]
     return "\n".join([*header, *parts]) + "\n"
