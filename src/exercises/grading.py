@@ -21,18 +21,13 @@ def pytest_configure(config: pytest.Config) -> None:
     _chosen[:] = [EXERCISES[n] for n in use_selected()]
 
 
-def owners(nodeid: str) -> list[Exercise]:
-    """The chosen exercises whose tests hold this node (by file basename and function)."""
-    file, _, rest = nodeid.partition("::")
-    test = f"{file.rsplit('/', 1)[-1]}::{rest.split('[')[0]}"
-    return [ex for ex in _chosen if test in ex.tests]
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[Any]:
     outcome = yield
     report = outcome.get_result()
-    for ex in owners(item.nodeid):
+    file, _, rest = item.nodeid.partition("::")
+    test = f"{file.rsplit('/', 1)[-1]}::{rest.split('[')[0]}"  # as the catalogue names it: basename::function
+    for ex in [ex for ex in _chosen if test in ex.tests]:
         if report.failed:
             words = f"exercise {ex.name}: the notes' step '{ex.step}' is not right yet.\n\n{ex.notes}"
             report.sections.append(("the notes", words))
