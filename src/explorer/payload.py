@@ -100,7 +100,6 @@ def run_history(run_dir: Path) -> dict[str, Any] | None:
     accumulator = read(found[0].parent)
     val_run = found[0].parent / "val"
     beside = read(val_run) if val_run.is_dir() else None
-    tags = accumulator.Tags()
 
     def curve(tag: str, events: EventAccumulator | None = accumulator) -> list[list[float]]:
         if events is None or tag not in events.Tags()["scalars"]:
@@ -109,11 +108,10 @@ def run_history(run_dir: Path) -> dict[str, Any] | None:
         return [[step, value] for step, value in sorted(points.items()) if math.isfinite(value)]
 
     samples = []
-    for tag in tags["tensors"]:
-        if tag.startswith("samples"):
-            for event in accumulator.Tensors(tag):
-                text = event.tensor_proto.string_val[0].decode("utf-8", "replace")
-                samples.append([event.step, "\n".join(line.removeprefix("    ") for line in text.split("\n"))])
+    for tag in [t for t in accumulator.Tags()["tensors"] if t.startswith("samples")]:
+        for event in accumulator.Tensors(tag):
+            text = event.tensor_proto.string_val[0].decode("utf-8", "replace")
+            samples.append([event.step, "\n".join(line.removeprefix("    ") for line in text.split("\n"))])
     # the tags src/training/tensorboard.py gives val/loss and train/loss (runs before it: val/loss, train/loss)
     return {
         "val_loss": curve("loss/val", beside) or curve("loss/val") or curve("val/loss"),
