@@ -1,10 +1,8 @@
 """Exercises: write a piece of the notes yourself, graded by the project's own tests (docs/learn.md).
 
-`python -m src.exercises start attention` writes exercises/attention.py: the reference's signature,
-the notes' formula in its docstring, the body removed. SCRATCHGPT_EXERCISES=attention swaps the
-learner's version in wherever src/ uses the reference, in this process only: the check runs the
-project's tests for that piece under it, and a training run (model.fused=false) trains with it.
-Nothing in src/ is ever written; the swap replaces names in the loaded modules and can be undone.
+A learner's file is the reference's signature and docstring, with the notes' formula, its body removed.
+use() binds the learner's version wherever src/'s loaded modules bind the reference, in this process
+only and until restore(): nothing in src/ is ever written.
 """
 
 from __future__ import annotations
