@@ -3,17 +3,10 @@
     python -m src.compare outputs/multirun/2026-11-25/01-02-03            # one sweep, grouped by configuration
     python -m src.compare RUN_DIR RUN_DIR ... SWEEP_DIR --target 1.88     # any runs and sweeps together
 
-Every run under the directories given (a run directory holds result.json; a sweep's jobs are found
-below it) is grouped by its configuration: its overrides without the seed, the output paths and
-Hydra's own keys. The first group found is the baseline (`--baseline TEXT` picks the group whose
-label contains TEXT); every other group is compared with it: mean, sample standard deviation,
-and the two-sided p-value of Welch's t-test (unequal variances).
-
-With `--target`, each group is also held to the speedrun rule: is its mean below the target, and
-how sure (a one-sided t-test of mean < target; modded-nanogpt asks p < 0.01 for a record).
-
-A group of fewer than 2 runs has no spread and is refused, as are runs of different texts or
-validation splits (their losses are not comparable). The tests are scipy.stats's.
+Runs are grouped by configuration (src/sweeps/analysis.configuration); the first group, or the one
+--baseline names, is the baseline. --target adds the speedrun's rule, a one-sided t-test that the mean
+is below it (modded-nanogpt asks p < 0.01). A group of one run, and runs of different texts or
+validation splits, are refused (docs/sweeps.md). The tests are scipy.stats's.
 """
 
 from __future__ import annotations
@@ -27,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-IGNORED_PREFIXES = ("seed", "paths.", "hydra.", "ckpt_path", "overwrite", "progress_bar", "explorer", "sample.")
+from src.sweeps.analysis import configuration, finite_loss
+
 DATA_KEYS = ("path", "val_fraction", "test_fraction", "val_tokens")  # what a comparable val loss depends on
 
 
@@ -58,11 +52,6 @@ class Run:
     data: tuple
 
 
-def configuration(overrides: list[str]) -> tuple[str, ...]:
-    """What sets a run apart: its overrides, less the seed and the keys that do not change the result."""
-    return tuple(o for o in overrides if not o.split("=", 1)[0].lstrip("+~").startswith(IGNORED_PREFIXES))
-
-
 def data_of(run_dir: Path) -> tuple:
     """The text and validation split of a run, from its composed config (.hydra/config.yaml)."""
     import yaml
@@ -85,11 +74,10 @@ def find_runs(directories: list[Path], metric: str) -> list[Run]:
             raise Refused(f"{directory} holds no result.json: give the directories of finished runs or sweeps")
         for result in results:
             row = json.loads(result.read_text(encoding="utf-8"))
-            value = row.get(metric)
-            if row.get("status") != "ok" or not isinstance(value, (int, float)) or not math.isfinite(value):
-                continue  # a failed or unfinished run has no number to compare
-            overrides = configuration(row.get("overrides", []))
-            runs.append(Run(result.parent, overrides, float(value), data_of(result.parent)))
+            value = finite_loss(row, metric)
+            if value is not None:  # a failed or unfinished run has no number to compare
+                overrides = configuration(row.get("overrides", []))
+                runs.append(Run(result.parent, overrides, value, data_of(result.parent)))
     return runs
 
 

@@ -18,10 +18,7 @@ TITLE = 0.6  # inches for the figure title
 BAR = 0.9  # inches on the right for the colour bar (what a weight's colour means)
 DPI = 100
 MAX_LABELLED_TOKENS = 40  # beyond this the characters on the axes would overlap
-
-
-def token_label(ch: str) -> str:
-    return {"\n": "⏎", " ": "␣", "\t": "⇥"}.get(ch, ch)
+TOKEN_LABELS = {"\n": "⏎", " ": "␣", "\t": "⇥"}  # the characters an axis would show as nothing
 
 
 def attention_figure(
@@ -35,7 +32,7 @@ def attention_figure(
     fig, axes = plt.subplots(len(layers), num_heads, figsize=(width, height), dpi=DPI, squeeze=False)
     future = np.triu(np.ones((T, T), dtype=bool), k=1)
     cmap = plt.get_cmap("viridis").with_extremes(bad="#dddddd")
-    labels = [token_label(t) for t in tokens] if T <= MAX_LABELLED_TOKENS else None
+    labels = [TOKEN_LABELS.get(t, t) for t in tokens] if T <= MAX_LABELLED_TOKENS else None
     for layer, weights in enumerate(layers):
         for head in range(num_heads):
             ax = axes[layer][head]
@@ -152,9 +149,6 @@ class HeadsFigure:
             centre = (self.LEFT + (head + 0.5) * self.CELL_W, bottom + 4)
             draw.text(centre, f"head {head}", fill="black", font=self.font, anchor="ma")
         return np.array(image)  # (height, width, 3) uint8, writable
-
-    def close(self) -> None:
-        """Nothing to free (the matplotlib figure this class once held had to be closed)."""
 
 
 def save_png(fig: Figure, path: str) -> None:

@@ -1,10 +1,8 @@
 """Exercises: write a piece of the notes yourself, graded by the project's own tests (docs/learn.md).
 
-`python -m src.exercises start attention` writes exercises/attention.py: the reference's signature,
-the notes' formula in its docstring, the body removed. SCRATCHGPT_EXERCISES=attention swaps the
-learner's version in wherever src/ uses the reference, in this process only: the check runs the
-project's tests for that piece under it, and a training run (model.fused=false) trains with it.
-Nothing in src/ is ever written; the swap replaces names in the loaded modules and can be undone.
+A learner's file is the reference's signature and docstring, with the notes' formula, its body removed.
+use() binds the learner's version wherever src/'s loaded modules bind the reference, in this process
+only and until restore(): nothing in src/ is ever written.
 """
 
 from __future__ import annotations
@@ -27,10 +25,6 @@ FOLDER_VARIABLE = "SCRATCHGPT_EXERCISES_DIR"  # where the learner's files are (d
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def folder() -> Path:
-    return Path(os.environ.get(FOLDER_VARIABLE) or ROOT / "exercises")
-
-
 def exercise(name: str, where: str = "") -> Exercise:
     if name not in EXERCISES:
         raise ConfigError(f"{where}unknown exercise {name!r}: choose one of {', '.join(EXERCISES)}")
@@ -38,7 +32,7 @@ def exercise(name: str, where: str = "") -> Exercise:
 
 
 def learner_file(name: str) -> Path:
-    return folder() / f"{name}.py"
+    return Path(os.environ.get(FOLDER_VARIABLE) or ROOT / "exercises") / f"{name}.py"
 
 
 def _definition(tree: ast.Module, name: str) -> ast.FunctionDef | ast.ClassDef:
@@ -94,19 +88,18 @@ def source(name: str, solution: bool = False) -> str:
         *imports,
         "",
     ]
-    if not ex.methods:
-        body = lines[target.lineno - 1 : target.end_lineno] if solution else _blank(lines, target, ex, "")
-        return "\n".join([*header, "", *body]) + "\n"
-    parts = [
-        f"from {ex.module} import {ex.reference} as Reference{ex.reference}",
-        "",
-        "",
-        f"class {ex.reference}(Reference{ex.reference}):",
-        f'    """The reference\'s {ex.reference} with your {methods}; the rest (__init__ too) is the reference\'s."""',
-    ]
+    parts = []  # a method's exercise: the learner's subclass of the reference, holding the methods
+    if ex.methods:
+        parts = [
+            f"from {ex.module} import {ex.reference} as Reference{ex.reference}",
+            "",
+            "",
+            f"class {ex.reference}(Reference{ex.reference}):",
+            f'    """The reference\'s {ex.reference} with your {methods}; '
+            'the rest (__init__ too) is the reference\'s."""',
+        ]
     class_doc = (ast.get_docstring(target) or "").split("\n\n")[0]
-    for method in ex.methods:
-        node = _definition(target, method)  # type: ignore[arg-type]
+    for node in [_definition(target, m) for m in ex.methods] or [target]:  # type: ignore[arg-type]
         body = lines[node.lineno - 1 : node.end_lineno] if solution else _blank(lines, node, ex, class_doc)
         parts += ["", *body]
     return "\n".join([*header, *parts]) + "\n"
@@ -169,17 +162,12 @@ def restore() -> None:
         setattr(module, attr, old)
 
 
-def selected() -> list[str]:
-    """The exercises SCRATCHGPT_EXERCISES names (comma-separated), each checked."""
+def use_selected(fused: bool = False) -> list[str]:
+    """Swap in the exercises SCRATCHGPT_EXERCISES names (comma-separated), each checked: what the
+    runner and the grading plugin call before the model or the tests are built."""
     names = [n.strip() for n in os.environ.get(VARIABLE, "").split(",") if n.strip()]
     for name in names:
         exercise(name, f"{VARIABLE}: ")
-    return names
-
-
-def use_selected(fused: bool) -> list[str]:
-    """What a training run calls before it builds the model: the learner's pieces, swapped in."""
-    names = selected()
     if names and fused:
         raise ConfigError(
             f"{VARIABLE}={','.join(names)} trains with your code on the plain path: add model.fused=false "
@@ -187,6 +175,3 @@ def use_selected(fused: bool) -> list[str]:
         )
     use(names)
     return names
-
-
-__all__ = ["EXERCISES", "Exercise", "exercise", "load", "restore", "selected", "source", "use", "use_selected", "write"]

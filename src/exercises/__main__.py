@@ -42,26 +42,20 @@ def mapped_tests(name: str) -> list[str]:
     return nodes
 
 
-def start(name: str) -> int:
+def start(name: str, again: bool = False) -> int:
+    """Write the blank; the learner's file is kept: as it is, or (`again`, make exercise-reset) as .old."""
     path = learner_file(name)
-    if path.is_file():
+    if path.is_file() and not again:
         print(f"{shown(path)} is there (your work, kept): open it; start again: make exercise-reset NAME={name}")
         return 0
-    write(name)
-    ex = EXERCISES[name]
-    print(f"wrote {shown(path)}: the notes' step '{ex.step}', its body removed, the formula in its docstring")
-    print(f"write it, then: make check-exercise NAME={name}")
-    return 0
-
-
-def reset(name: str) -> int:
-    path = learner_file(name)
     if path.is_file():
         old = path.with_name(f"{path.name}.old")
         path.replace(old)
         print(f"your version is kept as {shown(old)}")
     write(name)
-    print(f"wrote {shown(path)} blank again: make check-exercise NAME={name} once it is written")
+    step = EXERCISES[name].step
+    print(f"wrote {shown(path)}: the notes' step '{step}', its body removed, the formula in its docstring")
+    print(f"write it, then: make check-exercise NAME={name}")
     return 0
 
 
@@ -83,11 +77,9 @@ def train(name: str, overrides: list[str]) -> int:
     log_dir = next((o.split("=", 1)[1] for o in overrides if o.startswith("paths.log_dir=")), ROOT / "outputs")
     runs = Path(log_dir) / "exercises" / f"{name}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
     losses = {}
-    for who in ("yours", "reference"):
-        env = {k: v for k, v in os.environ.items() if k != VARIABLE}
-        env.update({VARIABLE: name} if who == "yours" else {})
-        run_dir = runs / who
-        module = "src.exercises.run" if who == "yours" else "src.train"  # the wing swaps the learner's piece in
+    base = {k: v for k, v in os.environ.items() if k != VARIABLE}
+    for who, module in (("yours", "src.exercises.run"), ("reference", "src.train")):  # run: swaps yours in
+        env, run_dir = {**base, VARIABLE: name} if who == "yours" else base, runs / who
         command = [sys.executable, "-m", module, *TRAINING, "progress_bar=false", *overrides]
         print(f"training with {'your' if who == 'yours' else 'the reference'} {name}: {shown(run_dir)}", flush=True)
         done = subprocess.run([*command, f"hydra.run.dir={run_dir}"], cwd=ROOT, env=env, capture_output=True, text=True)
@@ -119,7 +111,7 @@ def main(argv: list[str]) -> int:
             return train(name, rest)
         if rest:
             raise ConfigError(f"{command} takes one exercise name, got also {' '.join(rest)}")
-        return {"start": start, "check": check, "reset": reset}[command](name)
+        return check(name) if command == "check" else start(name, again=command == "reset")
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

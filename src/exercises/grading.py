@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from src.exercises import EXERCISES, Exercise, learner_file, selected, use
+from src.exercises import EXERCISES, Exercise, learner_file, use_selected
 
 _chosen: list[Exercise] = []
 _failed: dict[str, list[tuple[str, str]]] = {}  # exercise -> [(test node id, first line of the error)]
@@ -18,23 +18,16 @@ _passed: dict[str, int] = {}  # exercise -> tests passed
 
 def pytest_configure(config: pytest.Config) -> None:
     """Before any test module is collected, so that `from src.model... import X` in them gets yours."""
-    names = selected()
-    use(names)
-    _chosen[:] = [EXERCISES[n] for n in names]
-
-
-def owners(nodeid: str) -> list[Exercise]:
-    """The chosen exercises whose tests hold this node (by file basename and function)."""
-    file, _, rest = nodeid.partition("::")
-    test = f"{file.rsplit('/', 1)[-1]}::{rest.split('[')[0]}"
-    return [ex for ex in _chosen if test in ex.tests]
+    _chosen[:] = [EXERCISES[n] for n in use_selected()]
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[Any]:
     outcome = yield
     report = outcome.get_result()
-    for ex in owners(item.nodeid):
+    file, _, rest = item.nodeid.partition("::")
+    test = f"{file.rsplit('/', 1)[-1]}::{rest.split('[')[0]}"  # as the catalogue names it: basename::function
+    for ex in [ex for ex in _chosen if test in ex.tests]:
         if report.failed:
             words = f"exercise {ex.name}: the notes' step '{ex.step}' is not right yet.\n\n{ex.notes}"
             report.sections.append(("the notes", words))

@@ -100,7 +100,6 @@ def run_history(run_dir: Path) -> dict[str, Any] | None:
     accumulator = read(found[0].parent)
     val_run = found[0].parent / "val"
     beside = read(val_run) if val_run.is_dir() else None
-    tags = accumulator.Tags()
 
     def curve(tag: str, events: EventAccumulator | None = accumulator) -> list[list[float]]:
         if events is None or tag not in events.Tags()["scalars"]:
@@ -109,11 +108,10 @@ def run_history(run_dir: Path) -> dict[str, Any] | None:
         return [[step, value] for step, value in sorted(points.items()) if math.isfinite(value)]
 
     samples = []
-    for tag in tags["tensors"]:
-        if tag.startswith("samples"):
-            for event in accumulator.Tensors(tag):
-                text = event.tensor_proto.string_val[0].decode("utf-8", "replace")
-                samples.append([event.step, "\n".join(line.removeprefix("    ") for line in text.split("\n"))])
+    for tag in [t for t in accumulator.Tags()["tensors"] if t.startswith("samples")]:
+        for event in accumulator.Tensors(tag):
+            text = event.tensor_proto.string_val[0].decode("utf-8", "replace")
+            samples.append([event.step, "\n".join(line.removeprefix("    ") for line in text.split("\n"))])
     # the tags src/training/tensorboard.py gives val/loss and train/loss (runs before it: val/loss, train/loss)
     return {
         "val_loss": curve("loss/val", beside) or curve("loss/val") or curve("val/loss"),
@@ -125,14 +123,11 @@ def run_history(run_dir: Path) -> dict[str, Any] | None:
 def run_title(run_dir: Path) -> str:
     """The run as a reader names it: Hydra's <date>/<time> (a sweep job: <date>/<time>/<job>) with its
     date, not the time alone; any other folder by its own name."""
-    parts = [run_dir.name]
-    for parent in list(run_dir.parents)[:2]:
-        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", parts[0]):
-            break
-        parts.insert(0, parent.name)
-    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", parts[0]):
+    found = re.search(r"(?:^|/)(\d{4}-\d{2}-\d{2})/([^/]+)(?:/([^/]+))?$", run_dir.as_posix())
+    if found is None:
         return run_dir.name
-    return " ".join(parts[:2] + [f"job {job}" for job in parts[2:]])
+    date, time, job = found.groups()
+    return f"{date} {time}" + (f" job {job}" if job else "")
 
 
 def head_payload(vocab_size: int, context_window: int, run_dir: Path) -> dict[str, Any] | None:

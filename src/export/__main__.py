@@ -1,8 +1,4 @@
-"""`python -m src.export [ckpt_path=...] format=safetensors|hf|transformerlens out=<folder>`.
-
-- safetensors: model.safetensors + config.json, which our commands read back (`ckpt_path=<folder>`);
-- hf: a folder transformers.GPT2LMHeadModel and PreTrainedTokenizerFast load offline;
-- transformerlens: the same GPT-2 folder, booted by TransformerLens's TransformerBridge before it is kept.
+"""`python -m src.export [ckpt_path=...] format=safetensors|hf|transformerlens out=<folder>` (docs/export.md).
 
 The folder is written beside `out` under a temporary name, checked (a GPT-2 folder is loaded back
 and its logits compared with ours), then renamed to `out`: it appears whole or not at all.

@@ -33,8 +33,6 @@ from torch import Tensor
 from src.model.gpt import GPT, GPTConfig
 from src.model.layers import SinusoidalPositionalEncoding
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
-
 
 class NotExportable(ValueError):
     """A model option GPT-2 cannot express; the message names it."""
@@ -158,8 +156,8 @@ def gpt2_state_dict(model: GPT) -> dict[str, Tensor]:
     return state
 
 
-def tokenizer_json(vocab: list[str], unknown: str | None = None) -> str:
-    """A `tokenizers` tokenizer.json: every character its own token, ids as in our vocabulary. A character
+def char_tokenizer(vocab: list[str], unknown: str | None = None) -> Any:
+    """A `tokenizers` Tokenizer: every character its own token, ids as in our vocabulary. A character
     outside it is refused, as CharTokenizer refuses it, unless `unknown` names a token (id len(vocab))."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 
@@ -167,7 +165,7 @@ def tokenizer_json(vocab: list[str], unknown: str | None = None) -> str:
     tokenizer = Tokenizer(models.WordLevel(ids, unk_token=unknown))
     tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     tokenizer.decoder = decoders.Fuse()
-    return tokenizer.to_str()
+    return tokenizer
 
 
 def write_hf(model: GPT, vocab: list[str], folder: Path) -> None:
@@ -180,9 +178,9 @@ def write_hf(model: GPT, vocab: list[str], folder: Path) -> None:
     if unexpected or set(missing) - {"lm_head.weight"}:
         raise RuntimeError(f"GPT-2's names do not match ours: missing {missing}, unexpected {unexpected}")
     hf_model.save_pretrained(folder)
-    (folder / "tokenizer.json").write_text(tokenizer_json(vocab), encoding="utf-8")
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_file=str(folder / "tokenizer.json"), clean_up_tokenization_spaces=False
+        tokenizer_object=char_tokenizer(vocab),
+        model_max_length=model.cfg.context_window,
+        clean_up_tokenization_spaces=False,
     )
-    tokenizer.model_max_length = model.cfg.context_window
     tokenizer.save_pretrained(folder)

@@ -1,16 +1,8 @@
-"""Our GPT in TransformerLens, for activation caching, patching and the rest of its toolbox.
+"""Our GPT in TransformerLens, for activation caching, patching and the rest of its toolbox (docs/export.md).
 
-TransformerLens 4 removed HookedTransformer; the model object it recommends is the
-TransformerBridge, booted from a Hugging Face model (`TransformerBridge.boot_transformers`). So
-the route is: our GPT -> GPT-2's folder (src/export/hf.py, exact) -> the bridge, whose
-`run_with_cache` returns logits equal to ours and every head's attention pattern.
-
-    from src.export.lens import transformer_bridge
-    bridge = transformer_bridge("outputs/2026-11-24/17-26-00")       # a run dir, .ckpt or export folder
-    logits, cache = bridge.run_with_cache(bridge.to_tokens("ROMEO:"))
-    cache["pattern", 0]                                             # (batch, heads, T, T)
-
-`python -m src.export format=transformerlens out=<folder>` writes that folder; boot() opens it again.
+TransformerLens 4's model object is the TransformerBridge, booted from a Hugging Face model, so the
+route is our GPT -> GPT-2's folder (src/export/hf.py, exact) -> the bridge, whose `run_with_cache`
+returns logits equal to ours and every head's attention pattern.
 """
 
 from __future__ import annotations
@@ -33,33 +25,24 @@ def boot(folder: str | Path, device: str = "cpu") -> Any:
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import PreTrainedTokenizerFast
 
-    from src.export.hf import tokenizer_json
+    from src.export.hf import char_tokenizer
 
-    folder = Path(folder)
-    ids = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
-    vocab = sorted(ids, key=ids.get)
-    with tempfile.TemporaryDirectory() as scratch:
-        probed = Path(scratch) / "tokenizer.json"
-        probed.write_text(tokenizer_json(vocab, unknown=UNKNOWN), encoding="utf-8")
-        tokenizer = PreTrainedTokenizerFast(
-            tokenizer_file=str(probed), unk_token=UNKNOWN, clean_up_tokenization_spaces=False
-        )
+    ids = json.loads((Path(folder) / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
+    probed = char_tokenizer(sorted(ids, key=ids.get), unknown=UNKNOWN)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=probed, unk_token=UNKNOWN, clean_up_tokenization_spaces=False)
     bridge = TransformerBridge.boot_transformers(str(folder), device=device, tokenizer=tokenizer)
     bridge.cfg.default_prepend_bos = False
     return bridge
 
 
 def transformer_bridge(
-    ckpt_path: str | Path | None = None, log_dir: str | Path = DEFAULT_LOG_DIR, device: str = "cpu"
+    ckpt_path: str | Path | Trained | None = None, log_dir: str | Path = DEFAULT_LOG_DIR, device: str = "cpu"
 ) -> Any:
-    """A trained model (ckpt_path as our commands take it) as TransformerLens's TransformerBridge."""
-    return bridge_of(load_trained(find_checkpoint(ckpt_path, log_dir)), device)
-
-
-def bridge_of(trained: Trained, device: str = "cpu") -> Any:
-    """The TransformerBridge of a model in memory (written to a temporary GPT-2 folder and booted)."""
+    """A trained model (ckpt_path as our commands take it, or one in memory) as TransformerLens's
+    TransformerBridge: written to a temporary GPT-2 folder and booted."""
     from src.export.hf import check_gpt2, write_hf
 
+    trained = ckpt_path if isinstance(ckpt_path, Trained) else load_trained(find_checkpoint(ckpt_path, log_dir))
     check_gpt2(trained.hparams["model"], "a TransformerLens model")
     with tempfile.TemporaryDirectory() as folder:
         write_hf(trained.model, trained.tokenizer.vocab, Path(folder))

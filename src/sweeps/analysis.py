@@ -8,12 +8,20 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+# Overrides that do not change a run's result: left out where runs are grouped (here and src/compare.py).
+IGNORED_PREFIXES = ("seed", "paths.", "hydra.", "ckpt_path", "overwrite", "progress_bar", "explorer", "sample.")
 
-def finite_loss(row: dict[str, Any]) -> float | None:
-    """A finished job's best val loss, or None (failed, missing, or never validated)."""
-    loss = row.get("best_val_loss")
+
+def finite_loss(row: dict[str, Any], metric: str = "best_val_loss") -> float | None:
+    """A finished job's best val loss (or other `metric`), or None (failed, missing, or never validated)."""
+    loss = row.get(metric)
     ok = row.get("status") == "ok" and isinstance(loss, (int, float)) and math.isfinite(loss)
     return float(loss) if ok else None
+
+
+def configuration(overrides: list[str]) -> tuple[str, ...]:
+    """What sets a run apart: its overrides, less the seed and the keys that do not change the result."""
+    return tuple(o for o in overrides if not o.split("=", 1)[0].lstrip("+~").startswith(IGNORED_PREFIXES))
 
 
 # What each head became, from result.json's "heads" (src/training/heads.py); a head's kind and the
@@ -32,11 +40,6 @@ def head_counts(row: dict[str, Any]) -> str:
     """ "prev 2 dup 0 ind 1 first 0": how many heads of each kind the job's model has."""
     counts = [(short, head_value(row, f"{kind}_heads")) for kind, short in HEAD_KINDS]
     return " ".join(f"{short} {n:.0f}" for short, n in counts if n is not None) or "-"
-
-
-def configuration(row: dict[str, Any]) -> tuple[str, ...]:
-    """A job's overrides without its seed: the jobs that differ only by seed share it."""
-    return tuple(o for o in row.get("overrides", []) if o.split("=", 1)[0].lstrip("+~") != "seed")
 
 
 def configuration_label(row: dict[str, Any]) -> str:
@@ -76,7 +79,7 @@ def seed_groups(rows: list[dict[str, Any]]) -> list[Group] | None:
         if loss is None:
             continue
         new = Group(configuration_label(row), [], [], row.get("parameters"), [])
-        group = groups.setdefault(configuration(row), new)
+        group = groups.setdefault(configuration(row.get("overrides", [])), new)
         group.jobs.append(row["job"])
         group.losses.append(loss)
         group.rows.append(row)

@@ -127,16 +127,12 @@ def sweep_figure(
             ax.axhline(0.0, color="grey", linewidth=0.8)
             ax.set_ylabel("best val loss - fit", fontsize=8)
             continue
-        if groups:  # each configuration's mean over its seeds, +- one standard deviation
-            drawn = False
-            for g in groups:
-                xs = {_swept_value(by_job[j], key) for j in g.jobs}
-                if len(xs) == 1 and None not in xs:
-                    label = None if drawn else "mean ± std over seeds"
-                    ax.errorbar(
-                        axis(xs.pop()), g.mean, yerr=g.std or 0, fmt="_", color="tab:red", capsize=4, label=label
-                    )
-                    drawn = True
+        label = "mean ± std over seeds"  # in the legend once
+        for g in groups or []:  # each configuration's mean over its seeds, +- one standard deviation
+            xs = {_swept_value(row, key) for row in g.rows}
+            if len(xs) == 1 and None not in xs:
+                ax.errorbar(axis(xs.pop()), g.mean, yerr=g.std or 0, fmt="_", color="tab:red", capsize=4, label=label)
+                label = None
         if key == "parameters" and fit:
             n = np.geomspace(min(values), max(values), 100)
             ax.plot(

@@ -238,8 +238,3 @@ class TrackHeads(L.Callback):
         if self.last is None:
             return None
         return {**self.last.summary(), "scores": {m: self.last.scores[m].tolist() for m in MEASURES}}
-
-    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        if self.figure is not None:
-            self.figure.close()
-            self.figure = None

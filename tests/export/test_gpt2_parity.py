@@ -14,7 +14,7 @@ import torch
 
 from src.data.tokenizer import CharTokenizer
 from src.export.hf import NotExportable, check_gpt2, write_hf
-from src.export.lens import bridge_of
+from src.export.lens import transformer_bridge
 from src.model import GPT, GPTConfig
 from src.training.checkpoint import Trained
 from tests.helpers import block_network
@@ -86,7 +86,7 @@ def test_gpt2_logits_equal_ours(tmp_path: Path, positional: str, heads: int, tie
 @pytest.mark.parametrize(("positional", "heads", "tied"), CONFIGS)
 def test_transformerlens_logits_and_patterns_equal_ours(positional: str, heads: int, tied: bool):
     trained = trained_gpt(positional, heads, tied, bias=heads == 4)
-    bridge = bridge_of(trained)
+    bridge = transformer_bridge(trained)
     x = ids(batch=2)
     with torch.no_grad():
         logits, cache = bridge.run_with_cache(x)
