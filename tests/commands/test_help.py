@@ -41,7 +41,7 @@ def listed(stdout: str) -> dict[str, str]:
     return keys
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", [pytest.param("train", marks=pytest.mark.slow), *COMMANDS[1:]])
 def test_help_lists_the_groups_options_and_keys_each_with_its_line(command):
     # train's as a user types it; the others' main() in this process (their command lines run elsewhere)
     result = run_cli(command, "--help") if command == "train" else run_main(command, "--help")

@@ -77,6 +77,7 @@ def hostile_run(tmp_path_factory):
     return run, [r.getMessage() for r in records]
 
 
+@pytest.mark.slow
 def test_the_closing_sample_and_tensorboards_samples_escape_a_texts_control_characters(hostile_run):
     run, said = hostile_run
     sample = next(m for m in said if m.startswith("sample:"))
@@ -88,6 +89,7 @@ def test_the_closing_sample_and_tensorboards_samples_escape_a_texts_control_char
         assert shown_safely(text) and all(line.startswith("    ") for line in text.replace("\r\n", "\n").split("\n"))
 
 
+@pytest.mark.slow
 def test_generate_escapes_what_the_terminal_cannot_show_and_a_closed_pipe_is_not_an_error(hostile_run):
     """Issue 37 items 15 and 19: under LC_ALL=C PYTHONIOENCODING=ascii generate said `'ascii' codec can't
     encode` (no key, no fix); `generate ... | head -n 1` exited 2 with `error: [Errno 32] Broken pipe`."""

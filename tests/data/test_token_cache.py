@@ -174,6 +174,7 @@ TEXTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", TEXTS)
 def test_texts_of_every_kind_train_end_to_end(tmp_path, name):
     source = write(tmp_path, TEXTS[name])

@@ -49,6 +49,7 @@ def test_the_blank_fails_exactly_its_tests_and_names_the_notes_step(name, tmp_pa
     assert f"NotImplementedError: exercise {name}, the notes' step '{step}': write this body" in out
 
 
+@pytest.mark.slow
 def test_every_reference_solution_copied_in_passes_its_tests(tmp_path, monkeypatch):
     """All eight at once, in one pytest process: each exercise's tests pass with the reference's code."""
     monkeypatch.setenv("SCRATCHGPT_EXERCISES_DIR", str(tmp_path))

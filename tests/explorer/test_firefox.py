@@ -18,6 +18,7 @@ import urllib.parse
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
 import torch
 
 from src.explorer.page import write_explorer
@@ -71,6 +72,7 @@ def torch_probs(checkpoint: Path, text: str) -> torch.Tensor:
     return torch.softmax(logits[0, -1].double(), -1)
 
 
+@pytest.mark.slow
 def test_firefox_esr_renders_the_page_and_computes_pytorch_s_distribution(tmp_path):
     checkpoint = tmp_path / "best.ckpt"
     write_checkpoint(checkpoint, MODEL, VOCAB, spread=0.3)

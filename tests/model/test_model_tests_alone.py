@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_collecting_the_model_tests_imports_neither_lightning_nor_hydra():
     probe = (
         "import json, sys, pytest; "

@@ -143,6 +143,7 @@ def test_tiny_gpt_overfits_a_short_text_with_a_plain_loop():
     assert losses[-1] < 0.2 * losses[0]
 
 
+@pytest.mark.slow
 def test_compile_builds_one_training_graph_and_leaves_eval_and_sampling_eager():
     """compile=true: training steps run the compiled graph (same numbers as eager); validation,
     sampling and attention maps never recompile it or fall back mid-run."""

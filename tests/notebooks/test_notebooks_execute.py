@@ -42,6 +42,7 @@ def test_every_notebook_is_committed_without_outputs():
                 assert cell["outputs"] == [] and cell["execution_count"] is None, f"{name}: strip its outputs"
 
 
+@pytest.mark.slow
 def test_the_notes_notebook_prints_the_notes_numbers_and_trains_their_model(monkeypatch):
     shakespeare_file()  # set-up placed the corpus: the notebook reads data/tinyshakespeare/input.txt
     monkeypatch.setenv("SCRATCHGPT_NOTEBOOK_STEPS", "200")  # a minute by default; a few seconds here

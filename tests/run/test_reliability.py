@@ -45,6 +45,7 @@ def last_step(run_dir: Path) -> int:
     "max_steps,interval,every",
     [(12, 5, None), (7, 50, None), (10, 5, None), (9, 4, 2), (3, 1, 1)],
 )
+@pytest.mark.slow
 def test_every_run_ends_with_a_validation_and_last_ckpt_at_its_newest_step(tmp_path, max_steps, interval, every):
     run = tmp_path / "run"
     overrides = [f"trainer.max_steps={max_steps}", f"trainer.val_check_interval={interval}", *NO_MEDIA]
@@ -58,6 +59,7 @@ def test_every_run_ends_with_a_validation_and_last_ckpt_at_its_newest_step(tmp_p
     assert (run / "checkpoints" / "best.ckpt").is_file()
 
 
+@pytest.mark.slow
 def test_last_ckpt_moves_on_when_the_val_loss_plateaus(tmp_path):
     """A rate too small to change anything: every validation ties the first, which stays the best."""
     run = tmp_path / "run"
@@ -123,6 +125,7 @@ CORPORA = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("corpus", CORPORA)
 def test_another_text_trains_end_to_end_with_its_samples_and_attention_maps(tmp_path, corpus):
     text = tmp_path / "text.txt"
@@ -386,6 +389,7 @@ def test_leftover_partial_files_of_dead_writers_are_removed(tmp_path):
 # ---------------------------------------------------------------------------- the debug presets
 
 
+@pytest.mark.slow
 def test_debug_presets_run_as_documented(tmp_path, caplog):
     smoke = tmp_path / "smoke"
     caplog.set_level(logging.INFO, logger="src")  # the run's lines: src.train, src.run.finish
@@ -411,6 +415,7 @@ def test_debug_presets_run_as_documented(tmp_path, caplog):
     assert "run_training_batch" in (profiled / "fit-profile.txt").read_text()
 
 
+@pytest.mark.slow
 def test_the_final_sample_reads_best_ckpt_from_memory_only_when_memory_holds_it(tmp_path):
     """When the final validation was the best, best.ckpt holds the weights in memory: the sample and
     the explorer page use them without reading the file; otherwise best.ckpt is read."""

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.helpers import ROOT
 
 SWEEP_STOPPED_IN_A_FINALIZER = textwrap.dedent(
@@ -35,6 +37,7 @@ SWEEP_STOPPED_IN_A_FINALIZER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_signal_inside_a_finalizer_still_stops_the_sweep(tmp_path):
     for name, status in (("SIGTERM", 143), ("SIGHUP", 129)):
         done = subprocess.run(

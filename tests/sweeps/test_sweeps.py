@@ -239,6 +239,7 @@ def test_another_grid_into_a_sweep_directory_is_refused_and_a_smaller_one_summar
 # ---------------------------------------------------------------- the sweep's parts, in this process
 
 
+@pytest.mark.slow
 def test_a_killed_worker_fails_only_its_own_job():
     """joblib's one executor of n workers kills the others when one dies and fails every job not yet
     returned; the launcher's pool gives each worker an executor of its own."""

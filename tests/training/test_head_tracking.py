@@ -22,6 +22,7 @@ def train_seed_model(run):
     train(compose("train", [*args, *SEED, f"paths.output_dir={run}"]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["gpt", "seed"])
 def test_every_validation_scores_every_head_and_the_last_snapshot_equals_the_checkpoint(tmp_path, kind):
     run = tmp_path / "run"

@@ -21,11 +21,13 @@ def modules_after(code: str) -> set[str]:
     return set(out.split())
 
 
+@pytest.mark.slow
 def test_torchmetrics_alone_still_imports_scipy_signal():
     """Why the shim exists. When this fails, torchmetrics no longer loads scipy.signal: delete the shim."""
     assert "scipy.signal" in modules_after("import torchmetrics")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["src.train", "src.evaluate", "src.explore"])
 def test_the_commands_load_lightning_and_torchmetrics_but_not_scipy_signal(command):
     loaded = modules_after(f"import {command}")
@@ -33,6 +35,7 @@ def test_the_commands_load_lightning_and_torchmetrics_but_not_scipy_signal(comma
     assert "scipy.signal" not in loaded
 
 
+@pytest.mark.slow
 def test_scipy_signal_loads_for_real_afterwards():
     code = (
         "import src.train, scipy.signal\n"
