@@ -28,14 +28,21 @@ from src.sweeps import resources as sweep_resources
 from src.sweeps.job import MEDIA_OFF, ranks_start_as_this_job, run_job
 from src.sweeps.points import sweep_points
 from src.train import main as train_main
-from tests.helpers import ROOT, assert_refused, free_port, run_cli, run_in_process, run_main, tiny_training
+from tests.helpers import (
+    ROOT,
+    assert_refused,
+    free_port,
+    hide_gpus,
+    run_cli,
+    run_in_process,
+    run_main,
+    tiny_training,
+)
 
 
-def test_gpu_check_stops_with_one_line_without_a_gpu(tmp_path):
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.gpu_check"], cwd=ROOT, capture_output=True, text=True, env=env
-    )
+def test_gpu_check_stops_with_one_line_without_a_gpu(monkeypatch, capsys):
+    hide_gpus(monkeypatch)
+    done = run_in_process(monkeypatch, capsys, gpu_check.main, [])
     lines = done.stderr.splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert lines[0].startswith("error: make gpu-check needs a CUDA GPU") and "make test" in lines[0]
