@@ -68,7 +68,8 @@ def build(cfg: DictConfig, plan: preflight.Plan, module_class: type[GPTModule] =
     hparams = LogHyperparams(hparams_of(cfg, count_parameters(lit.model), varied), varied, trial)
     shown = progress_bar_shown(cfg.progress_bar)
     callbacks = [*preflight.build_callbacks(cfg, plan.prompts, shown), GracefulInterrupt(), hparams]
-    logger = preflight.build_logger(cfg, version=name)  # a sweep job is named by its overrides
+    # a sweep job is named by its overrides; False for ~logger (else Lightning adds one)
+    logger = preflight.part("logger", cfg.logger, version=name) if cfg.logger is not None else False
     trainer = preflight.build_trainer(cfg, callbacks, logger, shown)
     if cfg.compile:
         lit.model.compile()  # in place: checkpoints keep the plain parameter names
