@@ -439,22 +439,6 @@ def plan(cfg: DictConfig) -> Plan:
 # ---------------------------------------------------------------------------- the run directory
 
 
-def check_writable(directory: str | Path) -> None:
-    """The nearest existing folder of `directory` must take a new file (probed, then removed)."""
-    path = Path(directory).expanduser().absolute()
-    existing = next(p for p in [path, *path.parents] if p.exists())
-    try:
-        if not existing.is_dir():
-            raise NotADirectoryError(f"{existing} is a file")
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as err:
-        raise ConfigError(
-            f"cannot write the run to {path} ({err.strerror or err}): "
-            f"choose a writable folder with paths.log_dir=... or hydra.run.dir=..."
-        ) from None
-
-
 CHECKPOINT_EXTRA = 32 * 2**10  # a checkpoint's tokenizer, hyperparameters and loop state
 RUN_FILES = 2 * 2**20  # TensorBoard events, train.log, .hydra/, result.json: a few hundred KB at the defaults
 
@@ -479,11 +463,20 @@ def megabytes(n: float) -> str:
     return f"{n / 1e6:,.1f} MB"
 
 
-def check_free_space(cfg: DictConfig, vocab_size: int, run_dir: str | Path, key: str) -> None:
-    """Refuse a run whose checkpoints could not fit on the disk of run_dir (`key` chooses it), before
-    anything is written, rather than fail at its first checkpoint minutes later."""
+def check_run_dir(cfg: DictConfig, vocab_size: int, run_dir: str | Path, key: str) -> None:
+    """Refuse a run_dir (`key` chooses it) whose nearest existing folder takes no new file (probed), or
+    whose disk could not hold the run's checkpoints: before anything is written, not at the first save."""
     path = Path(run_dir).expanduser().absolute()
     existing = next(p for p in [path, *path.parents] if p.exists())
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(f"{existing} is a file")
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as err:
+        raise ConfigError(
+            f"cannot write the run to {path} ({err.strerror or err}): choose a writable {key}=..."
+        ) from None
     needed, free = disk_needed(cfg, vocab_size, path), shutil.disk_usage(existing).free
     if needed > free:
         raise ConfigError(
