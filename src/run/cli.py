@@ -84,9 +84,8 @@ def compose(config_name: str, overrides: list[str], with_hydra: bool = False) ->
 
 
 def job_config(cfg: DictConfig) -> DictConfig:
-    """Fix a single run's directory now, as Hydra's run would (its ${now:...} or torchrun/SLURM
-    folder), and return the job's config (without `hydra`), paths.output_dir naming that folder.
-    Sets HydraConfig, as Hydra does before the task (command() restores it)."""
+    """The job's config (without `hydra`) of a single run, its directory fixed now (${now:...} or the
+    torchrun/SLURM folder) and set in HydraConfig, as Hydra's run would (command() restores it)."""
     with read_write(cfg.hydra), open_dict(cfg.hydra):
         if cfg.hydra.mode is None:
             cfg.hydra.mode = RunMode.RUN

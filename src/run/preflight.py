@@ -371,8 +371,7 @@ def check_types(key: str, spec: DictConfig, cls: type, given: dict[str, Any]) ->
 
 
 def build_callbacks(cfg: DictConfig, prompts: dict[str, str], progress_bar: bool) -> list[L.Callback]:
-    """The configured callbacks: the progress bar or plain progress lines, both built (their keys
-    refused whichever the terminal is), one kept."""
+    """The configured callbacks: of the progress bar and progress lines both built (keys checked), one kept."""
     callbacks = []
     for name, spec in cfg.callbacks.items():
         if spec is None:

@@ -1,7 +1,6 @@
-"""A run's folder: where torchrun's and SLURM's ranks find one run directory and which rank writes
-(the resolvers of conf/hydra/default.yaml, registered on import), its lock, and a command typed again
-into it: continued (`ckpt_path=<run>`, an interrupted run's own command, a requeued SLURM job), or
-refused where it would overwrite another run."""
+"""A run's folder: one for all torchrun/SLURM ranks, rank 0 writing (conf/hydra/default.yaml's resolvers), its
+lock, and a command typed again into it: continued (`ckpt_path=<run>`, an interrupted run's own command, a requeued
+SLURM job), or refused where it would overwrite another run."""
 
 from __future__ import annotations
 
