@@ -61,16 +61,6 @@ def finite(key: str, value: Any, low: float, must: str, strict: bool = False) ->
 # ---------------------------------------------------------------------------- the data
 
 
-def split_fractions(val_fraction: Any, test_fraction: Any) -> None:
-    """Validation and test take the end of the text; something must be left to train on."""
-    ok = is_number(val_fraction) and is_number(test_fraction)
-    if not (ok and 0 < val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
-        raise ConfigError(
-            f"data.val_fraction ({val_fraction}) must be in (0, 1) and data.test_fraction "
-            f"({test_fraction}) in [0, 1), together below 1 so that text is left to train on"
-        )
-
-
 def window_fits(split: str, length: int, T: int, text: tuple[str, int] | None = None) -> None:
     """A split must hold one window: T characters and the next one as the target of the last.
     text: (path, characters) of the whole text, to say "use a longer text" when no fraction can help."""
@@ -87,9 +77,6 @@ def window_fits(split: str, length: int, T: int, text: tuple[str, int] | None = 
         f"more than the {split} split's {length}: lower model.context_window or give the {split} split more "
         f"text ({fraction})"
     )
-
-
-SAMPLING = ("random", "epoch")
 
 
 def val_tokens(value: Any, T: int, key: str = "data.val_tokens") -> None:

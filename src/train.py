@@ -68,7 +68,8 @@ def build(cfg: DictConfig, plan: preflight.Plan, module_class: type[GPTModule] =
     hparams = LogHyperparams(hparams_of(cfg, count_parameters(lit.model), varied), varied, trial)
     shown = progress_bar_shown(cfg.progress_bar)
     callbacks = [*preflight.build_callbacks(cfg, plan.prompts, shown), GracefulInterrupt(), hparams]
-    logger = preflight.build_logger(cfg, version=name)  # a sweep job is named by its overrides
+    # a sweep job is named by its overrides; False for ~logger (else Lightning adds one)
+    logger = preflight.part("logger", cfg.logger, version=name) if cfg.logger is not None else False
     trainer = preflight.build_trainer(cfg, callbacks, logger, shown)
     if cfg.compile:
         lit.model.compile()  # in place: checkpoints keep the plain parameter names
@@ -79,10 +80,10 @@ Ready = tuple[preflight.Plan, Run]  # a run planned and built, not yet fitted
 
 
 def plan_and_build(cfg: DictConfig, run_dir: str | Path, key: str) -> Ready:
-    """Plan and build, then check the disk under run_dir (`key` says where it is set)."""
+    """Plan and build, then check run_dir (`key` says where it is set)."""
     plan = preflight.plan(cfg)
     run = build(cfg, plan)
-    preflight.check_free_space(cfg, plan.tokenizer.vocab_size, run_dir, key)
+    preflight.check_run_dir(cfg, plan.tokenizer.vocab_size, run_dir, key)
     return plan, run
 
 
@@ -126,7 +127,6 @@ def check(cfg: DictConfig, argv: list[str]) -> Ready:
         from src.cluster.meeting import check_launched_run  # ranks that could never meet, refused
 
         check_launched_run(launched, typed is not None)
-    preflight.check_writable(typed or cfg.paths.log_dir)
     mine = typed is not None and rank_zero_only.rank == 0  # DDP's other ranks join the run rank 0 holds
     if mine:
         rundir.check_not_in_use(typed)

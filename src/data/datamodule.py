@@ -82,8 +82,12 @@ class TextDataModule(L.LightningDataModule):
         rules.positive_int("model.context_window", context_window)
         rules.positive_int("data.batch_size", batch_size)
         rules.val_tokens(val_tokens, context_window)
-        rules.choice("data.sampling", sampling, rules.SAMPLING)
-        rules.split_fractions(val_fraction, test_fraction)
+        rules.choice("data.sampling", sampling, ("random", "epoch"))
+        if not (0 < val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
+            raise rules.ConfigError(
+                f"data.val_fraction ({val_fraction}) must be in (0, 1) and data.test_fraction "
+                f"({test_fraction}) in [0, 1), together below 1 so that text is left to train on"
+            )
         if val_batch_size is not None:
             rules.positive_int("data.val_batch_size", val_batch_size, "or null to size batches by tokens")
         if not (rules.is_int(num_workers) and 0 <= num_workers <= (os.cpu_count() or 1)):

@@ -11,7 +11,6 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import hydra
@@ -29,7 +28,7 @@ from src.rules import one_line
 from src.run import rundir  # its import registers the resolvers of the run's folder, before any composing
 from src.run.config import CONFIG_DIR, command_help, options, register
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+os.environ.setdefault("PROJECT_ROOT", str(rundir.PROJECT_ROOT))  # conf/paths reads it
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError)
 
 # Known, harmless warnings of the pinned libraries, silenced here and nowhere else.
@@ -73,7 +72,6 @@ class ConsoleHandler(logging.StreamHandler):
 def composer(config_name: str, with_hydra: bool = False) -> Iterator[Callable[[list[str]], DictConfig]]:
     """compose(overrides) for several command lines, Hydra initialised once for all of them;
     with_hydra: the `hydra` node too (hydra.run.dir, the job's logging), as Hydra would run it."""
-    os.environ.setdefault("PROJECT_ROOT", str(PROJECT_ROOT))
     register(config_name)
     with hydra.initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3", job_name=config_name):
         yield lambda overrides: hydra.compose(config_name, overrides, return_hydra_config=with_hydra)
@@ -86,13 +84,11 @@ def compose(config_name: str, overrides: list[str], with_hydra: bool = False) ->
 
 
 def job_config(cfg: DictConfig) -> DictConfig:
-    """Fix a single run's directory now, as Hydra's run would (its ${now:...} or torchrun/SLURM
-    folder), and return the job's config (without `hydra`), paths.output_dir naming that folder.
-    Sets HydraConfig, as Hydra does before the task (command() restores it)."""
+    """The job's config (without `hydra`) of a single run, its directory fixed now (${now:...} or the
+    torchrun/SLURM folder) and set in HydraConfig, as Hydra's run would (command() restores it)."""
     with read_write(cfg.hydra), open_dict(cfg.hydra):
         if cfg.hydra.mode is None:
             cfg.hydra.mode = RunMode.RUN
-    HydraConfig.instance().set_config(cfg)
     run_dir = str(OmegaConf.select(cfg, "hydra.run.dir"))
     with read_write(cfg.hydra.run), read_write(cfg.hydra.runtime), open_dict(cfg.hydra.runtime):
         cfg.hydra.run.dir = run_dir  # the folder Hydra is then told to use, not ${now:...} again
@@ -238,7 +234,6 @@ def command(config_name: str, task: Callable[[DictConfig], Any], check: Check | 
     """Run task(cfg) as a Hydra command reading conf/<config_name>.yaml, with one-line errors. The checks
     (check_command_line) run before hydra.main, which composes again in the run directory they met;
     what check returned is handed on as task(cfg, prepared). --help, --cfg and HYDRA_FULL_ERROR=1 skip them."""
-    os.environ.setdefault("PROJECT_ROOT", str(PROJECT_ROOT))
     full_errors = os.environ.get("HYDRA_FULL_ERROR") == "1"
     for stream in (sys.stdout, sys.stderr):  # text the terminal cannot encode (CJK under LC_ALL=C) escaped
         if hasattr(stream, "reconfigure"):

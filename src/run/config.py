@@ -13,7 +13,6 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -22,6 +21,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from src.model.checks import setting
 from src.model.gpt import GPTConfig
 from src.model.seed_gpt import SeedGPTConfig
+from src.run.rundir import PROJECT_ROOT
 from src.training.optim import OPTIMIZERS
 
 PRIMITIVES = (int, float, str, bool)
@@ -159,7 +159,7 @@ DATA_SET_BY_TRAIN = ("tokenizer", "corpus", "context_window")
 # hydra.help.template is ${command_help:<command>}: each key's default from the config Hydra
 # composed, its line from its schema field (metadata["help"]).
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "conf"
+CONFIG_DIR = PROJECT_ROOT / "conf"
 # The keys people change most, as `--help` lists them; a command not named here lists all its own keys.
 COMMON_KEYS = {
     "train": (

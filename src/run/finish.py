@@ -29,8 +29,7 @@ log = logging.getLogger(__name__)
 
 
 def run_name_and_keys() -> tuple[str, list[str]]:
-    """The run's name in TensorBoard and its record, and the keys that set it apart: a sweep job's swept
-    values (the sweeps wing); a single run has no name, and the keys its command line set."""
+    """(the run's name, the keys that set it apart): a sweep job's swept ones; a single run's "", those typed."""
     if not record.in_multirun():
         return "", record.varied_keys()
     from src.sweeps.points import run_name, swept_keys

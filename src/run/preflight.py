@@ -1,7 +1,5 @@
-"""What a training run checks before it starts: `plan(cfg)` reads a composed config's values
-(`check_values`: the Trainer's keys and the cross-part rules), the text, the checkpoint it resumes
-and the machine; `part()` builds each part of the run (DataModule, callbacks, logger, Trainer) once,
-saying what a class refuses in one line naming the key."""
+"""What a run checks before it starts: `plan(cfg)` checks the values, the text, the checkpoint it
+resumes and the machine; `part()` builds each part once, a class's refusal said in one line naming the key."""
 
 from __future__ import annotations
 
@@ -59,12 +57,6 @@ def open_text(data: DictConfig) -> EncodedCorpus:
     encoded = open_corpus(path, data.cache_dir)
     require_two_characters(encoded.vocab, path)
     return encoded
-
-
-def opening(path: Path) -> str:
-    """The text's first characters, the default of prompts that must be in the vocabulary."""
-    with open(path, "rb") as f:
-        return f.read(1024).decode("utf-8-sig", errors="ignore")[:256]
 
 
 def resolve_prompt(key: str, prompt: str | None, tokenizer: CharTokenizer, default: str) -> str:
@@ -181,17 +173,32 @@ def check_accelerator(trainer_cfg: DictConfig) -> None:
         raise ConfigError(
             f"trainer.accelerator={accelerator} is not available on this machine: use one of {', '.join(usable)}"
         )
-    devices = trainer_cfg.devices
+    check_devices(trainer_cfg.devices, device)
+
+
+def check_devices(devices: Any, device: str) -> None:
+    """trainer.devices as the Trainer documents it (a positive number, -1 or auto for all, device
+    indices as [0,1] or '0,1'), and no more devices than this machine has."""
+    if isinstance(devices, str) and re.fullmatch(r"\s*-?\d+\s*", devices):
+        devices = int(devices)
+    elif isinstance(devices, str) and re.fullmatch(r"\s*\d+\s*(,\s*\d+\s*)*,?\s*", devices):
+        devices = [int(i) for i in devices.split(",") if i.strip()]
+    listed = isinstance(devices, ListConfig | list)
+    if not (
+        devices in ("auto", -1)
+        or (rules.is_int(devices) and devices > 0)
+        or (listed and len(devices) > 0 and all(rules.is_int(i) and i >= 0 for i in devices))
+    ):
+        trainer_refuses("devices", devices, "a positive number, -1 or auto for all, or device indices ([0,1] or '0,')")
     count = {"cuda": torch.cuda.device_count(), "mps": 1}.get(device)
-    if count is None or devices in (-1, "-1", "auto"):
+    if count is None or devices in ("auto", -1):
         return
-    wanted = list(devices) if isinstance(devices, (list, ListConfig)) else None
-    if wanted is not None and any(not isinstance(i, int) or not 0 <= i < count for i in wanted):
+    if listed and any(i >= count for i in devices):
         raise ConfigError(
-            f"trainer.devices={wanted} names a {device} device this machine lacks: it has {count} "
+            f"trainer.devices={list(devices)} names a {device} device this machine lacks: it has {count} "
             f"({', '.join(map(str, range(count)))}); name those, or trainer.devices=-1 for all"
         )
-    if wanted is None and isinstance(devices, int) and devices > count:
+    if not listed and devices > count:
         raise ConfigError(
             f"trainer.devices={devices} asks for {devices} {device} devices, but this machine has {count}: "
             f"use trainer.devices={count} (or -1 for all of them)"
@@ -226,22 +233,7 @@ def trainer_refuses(key: str, value: Any, takes: str) -> NoReturn:
     raise ConfigError(f"trainer.{key}={typed(value)}: Trainer refuses it: {key} takes {takes}")
 
 
-def devices_taken(devices: Any) -> bool:
-    """trainer.devices as the Trainer documents it: a positive number, -1 or auto (all), device indices."""
-    if rules.is_int(devices) or (isinstance(devices, str) and re.fullmatch(r"-?\d+", devices.strip())):
-        return int(devices) > 0 or int(devices) == -1
-    if isinstance(devices, str):
-        return devices == "auto" or re.fullmatch(r"\s*\d+\s*(,\s*\d+\s*)*,?\s*", devices) is not None
-    if isinstance(devices, ListConfig | list):
-        return len(devices) > 0 and all(rules.is_int(i) and i >= 0 for i in devices)
-    return False
-
-
 def check_trainer(trainer: DictConfig) -> None:
-    if not devices_taken(trainer.devices):
-        trainer_refuses(
-            "devices", trainer.devices, "a positive number, -1 or auto for all, or device indices ([0,1] or '0,')"
-        )
     if trainer.precision is not None and str(trainer.precision) not in PRECISIONS:
         trainer_refuses("precision", trainer.precision, ", ".join(PRECISIONS))
     rules.positive_int("trainer.max_steps", trainer.max_steps, "the number of optimizer steps to train")
@@ -379,8 +371,7 @@ def check_types(key: str, spec: DictConfig, cls: type, given: dict[str, Any]) ->
 
 
 def build_callbacks(cfg: DictConfig, prompts: dict[str, str], progress_bar: bool) -> list[L.Callback]:
-    """The configured callbacks: the progress bar or plain progress lines, both built (their keys
-    refused whichever the terminal is), one kept."""
+    """The configured callbacks: of the progress bar and progress lines both built (keys checked), one kept."""
     callbacks = []
     for name, spec in cfg.callbacks.items():
         if spec is None:
@@ -408,11 +399,6 @@ def build_trainer(cfg: DictConfig, callbacks: list[L.Callback], logger: Any, pro
         )
     finally:
         quiet.setLevel(level)
-
-
-def build_logger(cfg: DictConfig, version: str) -> Any:
-    """The configured logger, its run named `version`; False for ~logger (else Lightning adds one)."""
-    return part("logger", cfg.logger, version=version) if cfg.logger is not None else False
 
 
 def plan(cfg: DictConfig) -> Plan:
@@ -444,27 +430,12 @@ def plan(cfg: DictConfig) -> Plan:
             name = {"train": "training", "val": "validation"}.get(split, split)
             window_fits(name, n, T, (str(corpus.source), corpus.num_tokens))
     check_memory(cfg, tokenizer.vocab_size)
-    prompts = resolve_prompts(cfg, tokenizer, opening(corpus.source))
+    with open(corpus.source, "rb") as f:  # the text's opening: the prompts' default
+        prompts = resolve_prompts(cfg, tokenizer, f.read(1024).decode("utf-8-sig", errors="ignore")[:256])
     return Plan(tokenizer, resume, prompts, corpus, datamodule)
 
 
 # ---------------------------------------------------------------------------- the run directory
-
-
-def check_writable(directory: str | Path) -> None:
-    """The nearest existing folder of `directory` must take a new file (probed, then removed)."""
-    path = Path(directory).expanduser().absolute()
-    existing = next(p for p in [path, *path.parents] if p.exists())
-    try:
-        if not existing.is_dir():
-            raise NotADirectoryError(f"{existing} is a file")
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as err:
-        raise ConfigError(
-            f"cannot write the run to {path} ({err.strerror or err}): "
-            f"choose a writable folder with paths.log_dir=... or hydra.run.dir=..."
-        ) from None
 
 
 CHECKPOINT_EXTRA = 32 * 2**10  # a checkpoint's tokenizer, hyperparameters and loop state
@@ -491,11 +462,20 @@ def megabytes(n: float) -> str:
     return f"{n / 1e6:,.1f} MB"
 
 
-def check_free_space(cfg: DictConfig, vocab_size: int, run_dir: str | Path, key: str) -> None:
-    """Refuse a run whose checkpoints could not fit on the disk of run_dir (`key` chooses it), before
-    anything is written, rather than fail at its first checkpoint minutes later."""
+def check_run_dir(cfg: DictConfig, vocab_size: int, run_dir: str | Path, key: str) -> None:
+    """Refuse a run_dir (`key` chooses it) whose nearest existing folder takes no new file (probed), or
+    whose disk could not hold the run's checkpoints: before anything is written, not at the first save."""
     path = Path(run_dir).expanduser().absolute()
     existing = next(p for p in [path, *path.parents] if p.exists())
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(f"{existing} is a file")
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as err:
+        raise ConfigError(
+            f"cannot write the run to {path} ({err.strerror or err}): choose a writable {key}=..."
+        ) from None
     needed, free = disk_needed(cfg, vocab_size, path), shutil.disk_usage(existing).free
     if needed > free:
         raise ConfigError(

@@ -1,7 +1,6 @@
-"""A run's folder: where torchrun's and SLURM's ranks find one run directory and which rank writes
-(the resolvers of conf/hydra/default.yaml, registered on import), its lock, and a command typed again
-into it: continued (`ckpt_path=<run>`, an interrupted run's own command, a requeued SLURM job), or
-refused where it would overwrite another run."""
+"""A run's folder: one for all torchrun/SLURM ranks, rank 0 writing (conf/hydra/default.yaml's resolvers), its
+lock, and a command typed again into it: continued (`ckpt_path=<run>`, an interrupted run's own command, a requeued
+SLURM job), or refused where it would overwrite another run."""
 
 from __future__ import annotations
 
@@ -20,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from src.rules import ConfigError, RunDirInUse
 from src.run import record
 
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 LOCK = ".lock"
 
 
@@ -138,9 +138,6 @@ def is_multirun(argv: list[str]) -> bool:
     return any(a in ("-m", "--multirun") or a.startswith(("hparams_search=", "hydra.mode=MULTIRUN")) for a in argv)
 
 
-PROJECT_OUTPUTS = Path(__file__).resolve().parents[2] / "outputs"
-
-
 def typed_value(override: str) -> str:
     """The value of `key=value` as Hydra reads it (quotes removed), or as typed if Hydra cannot."""
     try:
@@ -158,7 +155,7 @@ def continue_run(argv: list[str]) -> list[str]:
     """`ckpt_path=<run dir, its checkpoint, or last>` continues that run, in its directory: its own
     overrides (.hydra/overrides.yaml) first, those typed now after them, winning as in Hydra."""
     log_dirs = [a.split("=", 1)[1] for a in argv if a.startswith("paths.log_dir=")]
-    log_dir = log_dirs[-1] if log_dirs else PROJECT_OUTPUTS
+    log_dir = log_dirs[-1] if log_dirs else PROJECT_ROOT / "outputs"
     given = [typed_value(a) for a in argv if a.startswith("ckpt_path=")]
     resumed = None if given or is_multirun(argv) else requeued_run(log_dir) or rerun_to_resume(argv)
     if resumed is not None:  # the same command again: a requeued SLURM job, or a rerun into its run directory
