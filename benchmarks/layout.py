@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("src.trackers",),  # logger=csv, mlflow, wandb, many: the trackers beside TensorBoard
     ("src.cluster",),  # the cluster wing: torchrun's ranks meeting, SLURM's requeue, a lost DDP rank
     ("src.run.record",),  # a run's result.json
-    ("src.sweeps.points",),  # a sweep's points, swept keys and job names
+    ("src.run.points",),  # a multirun's command line, points, swept keys and job names
     ("src.run.rundir",),  # a run's folder, ranks and lock; a command typed again into it
     ("src.sweeps.resources",),  # a parallel sweep's jobs sharing the machine: threads, GPU slots
     ("src.sweeps.summary",),  # a multirun's main process: its start, its stop, its summary

@@ -148,9 +148,16 @@ def task(cfg: DictConfig, ready: Ready | None = None) -> float | None:
     return train(cfg, ready)
 
 
+def check_point(cfg: DictConfig, point: list[str]) -> None:
+    """A multirun's point, before the sweep starts: what its launcher can run (the sweeps wing, loaded then)."""
+    from src.sweeps.checks import check_sweep_job
+
+    check_sweep_job(cfg, point)
+
+
 def main() -> float | None:
     sys.argv[1:] = rundir.continue_run(sys.argv[1:])  # Hydra reads the command line from sys.argv
-    return command("train", task, check=check)
+    return command("train", task, check=check, check_point=check_point)
 
 
 if __name__ == "__main__":

@@ -171,10 +171,12 @@ def null_group(overrides: list[str]) -> str | None:
 Check = Callable[[DictConfig, list[str]], Any]
 
 
-def check_command_line(config_name: str, argv: list[str], check: Check | None) -> tuple[str, Any] | None:
+def check_command_line(
+    config_name: str, argv: list[str], check: Check | None, check_point: Check | None = None
+) -> tuple[str, Any] | None:
     """Compose what argv asks for and check it, exiting with one line if refused. A single run: its run
-    directory and what check(cfg, argv) returned there (the task's). A multirun: every point composed,
-    train's checked by the sweeps wing, each bad one named (a refusal all share, once)."""
+    directory and what check(cfg, argv) returned there (the task's). A multirun: every point composed and
+    given to check_point (train's: the sweeps wing's), each bad one named (a refusal all share, once)."""
     overrides = [a for a in argv if not a.startswith("-")]
     if not rundir.is_multirun(argv):
         try:
@@ -187,8 +189,7 @@ def check_command_line(config_name: str, argv: list[str], check: Check | None) -
         if composed.hydra.mode != RunMode.MULTIRUN:  # an experiment's config may set it
             cfg = job_config(composed)
             return composed.hydra.run.dir, check(cfg, argv) if check is not None else None
-    from src.sweeps.checks import check_sweep_job, check_sweeper_keys  # a multirun: the sweeps wing's checks
-    from src.sweeps.points import sweep_points
+    from src.run.points import check_sweeper_keys, sweep_points  # a multirun
 
     check_sweeper_keys(overrides)
     failed: list[tuple[int, list[str], Exception]] = []
@@ -201,8 +202,8 @@ def check_command_line(config_name: str, argv: list[str], check: Check | None) -
             try:
                 check_choices(point)
                 cfg = compose_point(point)
-                if config_name == "train":
-                    check_sweep_job(cfg, point)
+                if check_point is not None:
+                    check_point(cfg, point)
             except (HydraException, *USER_ERRORS) as err:
                 failed.append((number, point, err))
     # Explained once Hydra is free again: explain() may compose a neighbouring config.
@@ -230,7 +231,9 @@ def one_line_errors(full_errors: bool) -> Iterator[None]:
         fail(one_line(err))
 
 
-def command(config_name: str, task: Callable[[DictConfig], Any], check: Check | None = None) -> Any:
+def command(
+    config_name: str, task: Callable[[DictConfig], Any], check: Check | None = None, check_point: Check | None = None
+) -> Any:
     """Run task(cfg) as a Hydra command reading conf/<config_name>.yaml, with one-line errors. The checks
     (check_command_line) run before hydra.main, which composes again in the run directory they met;
     what check returned is handed on as task(cfg, prepared). --help, --cfg and HYDRA_FULL_ERROR=1 skip them."""
@@ -245,7 +248,7 @@ def command(config_name: str, task: Callable[[DictConfig], Any], check: Check | 
             return task(cfg) if prepared is None else task(cfg, prepared)
 
     if any(a.lstrip("+").startswith("hydra.sweeper.params.") for a in sys.argv[1:]):  # Hydra reads sys.argv
-        from src.sweeps.checks import search_space_as_overrides
+        from src.run.points import search_space_as_overrides
 
         sys.argv[1:] = search_space_as_overrides(sys.argv[1:])
     argv = sys.argv[1:]
@@ -253,7 +256,7 @@ def command(config_name: str, task: Callable[[DictConfig], Any], check: Check | 
     try:
         with one_line_errors(full_errors):
             if not full_errors and not any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
-                checked = check_command_line(config_name, argv, check)  # not --help, --cfg: nothing runs
+                checked = check_command_line(config_name, argv, check, check_point)  # not --help, --cfg: nothing runs
                 if checked is not None:  # a single run: Hydra is told the run directory the checks met
                     run_dir, prepared = checked
                     sys.argv[1:] = rundir.pinned_run_dir(argv, run_dir)

@@ -32,7 +32,7 @@ def run_name_and_keys() -> tuple[str, list[str]]:
     """(the run's name, the keys that set it apart): a sweep job's swept ones; a single run's "", those typed."""
     if not record.in_multirun():
         return "", record.varied_keys()
-    from src.sweeps.points import run_name, swept_keys
+    from src.run.points import run_name, swept_keys
 
     return run_name(), record.varied_keys(swept_keys(HydraConfig.get()))
 

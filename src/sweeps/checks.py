@@ -47,27 +47,3 @@ def check_sweep_job(cfg: DictConfig, point: list[str]) -> None:
     typed = [o for o in point if o.startswith("hydra.launcher.n_jobs=")]
     if typed and launcher == "parallel":  # Hydra's keys are not in cfg: read as typed
         launcher_jobs(OverridesParser.create().parse_overrides(typed[-1:])[0].value())
-
-
-def check_sweeper_keys(overrides: list[str]) -> None:
-    """The sweeper's own counts, which no schema types (n_trials=0 was a traceback from Optuna)."""
-    for override in overrides:
-        key, _, value = override.partition("=")
-        if key in ("hydra.sweeper.n_trials", "hydra.sweeper.n_jobs"):
-            parsed = OverridesParser.create().parse_overrides([override])[0].value() if value else value
-            positive_int(key, parsed, "how many trials the search runs" if key.endswith("trials") else "")
-
-
-SEARCH_SPACE = "hydra.sweeper.params."
-
-
-def search_space_as_overrides(argv: list[str]) -> list[str]:
-    """`hydra.sweeper.params.model.num_heads=choice(3,5)` as the override `model.num_heads=choice(3,5)`,
-    which Hydra takes on the command line; an override typed for the same key wins, as in the sweepers."""
-    spaces = [a.lstrip("+").startswith(SEARCH_SPACE) for a in argv]
-    typed = {a.split("=", 1)[0].lstrip("+~") for a, space in zip(argv, spaces, strict=True) if not space}
-    return [
-        a.lstrip("+")[len(SEARCH_SPACE) :] if space else a
-        for a, space in zip(argv, spaces, strict=True)
-        if not space or a.lstrip("+")[len(SEARCH_SPACE) :].split("=", 1)[0] not in typed
-    ]

@@ -21,9 +21,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from src import rules
+from src.run.points import run_name, write_result
 from src.run.record import in_multirun, job_overrides, read_result, resumable, same_job
 from src.run.rundir import launched_rank, launched_run
-from src.sweeps.points import run_name, write_result
 from src.sweeps.resources import configure_job_resources
 from src.sweeps.summary import SWEEP, finish
 

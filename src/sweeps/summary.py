@@ -16,9 +16,9 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
 from src.rules import RunDirInUse
+from src.run.points import name_of, sweep_points, swept_keys
 from src.run.record import read_result, same_job
 from src.run.rundir import lock_run_dir
-from src.sweeps.points import name_of, sweep_points, swept_keys
 from src.sweeps.resources import sweep_size
 from src.training import STOP_SIGNALS, exit_status
 

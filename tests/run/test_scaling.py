@@ -22,11 +22,11 @@ from hydra.core.hydra_config import HydraConfig
 
 from benchmarks import gpu_check
 from src.run.cli import compose
+from src.run.points import sweep_points
 from src.run.preflight import check_values
 from src.run.record import write_result
 from src.sweeps import resources as sweep_resources
 from src.sweeps.job import MEDIA_OFF, ranks_start_as_this_job, run_job
-from src.sweeps.points import sweep_points
 from src.train import main as train_main
 from tests.helpers import (
     ROOT,

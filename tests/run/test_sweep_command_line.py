@@ -11,7 +11,7 @@ import json
 import pytest
 
 from src.run.cli import check_command_line
-from src.sweeps.checks import search_space_as_overrides
+from src.run.points import search_space_as_overrides
 from src.train import main as train_main
 from tests.helpers import assert_refused, run_in_process, run_main, tiny_training
 

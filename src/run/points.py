@@ -1,4 +1,5 @@
-"""A sweep's points and names: the jobs a multirun launches, the keys it varies, and each job's run name."""
+"""A multirun's command line, points and names: the sweeper's keys checked, a search space as overrides, the
+jobs it launches, the keys it varies, and each job's run name (every command's multirun reads these)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
+from src.rules import positive_int
 from src.run import record
 from src.run.record import NOT_HYPERPARAMETERS
 
@@ -63,3 +65,27 @@ def run_name() -> str:
 def write_result(output_dir: str | Path, result: dict[str, Any]) -> None:
     """This job's record, with its overrides and run name."""
     record.write_result(output_dir, {"run_name": run_name(), **result})
+
+
+def check_sweeper_keys(overrides: list[str]) -> None:
+    """The sweeper's own counts, which no schema types (n_trials=0 was a traceback from Optuna)."""
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key in ("hydra.sweeper.n_trials", "hydra.sweeper.n_jobs"):
+            parsed = OverridesParser.create().parse_overrides([override])[0].value() if value else value
+            positive_int(key, parsed, "how many trials the search runs" if key.endswith("trials") else "")
+
+
+SEARCH_SPACE = "hydra.sweeper.params."
+
+
+def search_space_as_overrides(argv: list[str]) -> list[str]:
+    """`hydra.sweeper.params.model.num_heads=choice(3,5)` as the override `model.num_heads=choice(3,5)`,
+    which Hydra takes on the command line; an override typed for the same key wins, as in the sweepers."""
+    spaces = [a.lstrip("+").startswith(SEARCH_SPACE) for a in argv]
+    typed = {a.split("=", 1)[0].lstrip("+~") for a, space in zip(argv, spaces, strict=True) if not space}
+    return [
+        a.lstrip("+")[len(SEARCH_SPACE) :] if space else a
+        for a, space in zip(argv, spaces, strict=True)
+        if not space or a.lstrip("+")[len(SEARCH_SPACE) :].split("=", 1)[0] not in typed
+    ]
