@@ -219,6 +219,7 @@ def test_an_unwritable_cache_directory_names_the_option(tmp_path):
         open_corpus(source, blocker)
 
 
+@pytest.mark.slow
 def test_a_run_resumed_on_a_text_with_fewer_characters_trains_on_it_with_the_checkpoints_ids(tmp_path):
     """The plan hands the DataModule the text encoded with the checkpoint's vocabulary, not its own."""
     from src.run import preflight

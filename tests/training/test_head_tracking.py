@@ -76,6 +76,7 @@ def test_every_validation_scores_every_head_and_the_last_snapshot_equals_the_che
     assert "custom_scalars__config__" in events.Tags()["tensors"]
 
 
+@pytest.mark.slow
 def test_a_run_with_the_scores_switched_off_trains_and_writes_none(tmp_path):
     run = tmp_path / "run"
     train_in_process(run, "callbacks.head_scores=null")
@@ -102,6 +103,7 @@ def test_bad_head_score_settings_are_one_line_and_write_nothing(tmp_path, overri
     assert not (tmp_path / "outputs").exists() or not any((tmp_path / "outputs").rglob("*.json"))
 
 
+@pytest.mark.slow
 def test_a_resumed_run_keeps_the_snapshots_before_its_step_and_carries_on(tmp_path):
     run = tmp_path / "run"
     train_in_process(run, "trainer.max_steps=20")
