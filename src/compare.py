@@ -33,6 +33,9 @@ def welch(a: list[float], b: list[float]) -> tuple[float, float, float]:
     """Welch's t-test of mean(a) == mean(b): (t, degrees of freedom, two-sided p-value)."""
     from scipy import stats
 
+    if statistics.variance(a) + statistics.variance(b) == 0.0:  # no spread (one seed rerun): scipy says nan
+        difference = statistics.fmean(a) - statistics.fmean(b)
+        return (math.copysign(math.inf, difference) if difference else math.nan), math.nan, float(difference == 0)
     result = stats.ttest_ind(a, b, equal_var=False)
     return float(result.statistic), float(result.df), float(result.pvalue)
 
@@ -41,6 +44,8 @@ def below_target(values: list[float], target: float) -> float:
     """One-sided p-value of a t-test that the mean of `values` is below `target`."""
     from scipy import stats
 
+    if statistics.stdev(values) == 0.0:  # no spread: below or not, for certain
+        return 0.0 if statistics.fmean(values) < target else 1.0
     return float(stats.ttest_1samp(values, target, alternative="less").pvalue)
 
 

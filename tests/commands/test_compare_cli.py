@@ -103,3 +103,11 @@ def test_what_cannot_be_compared_is_refused_in_one_line(tmp_path, case, pattern)
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert re.search(pattern, lines[0]), lines[0]
     assert result.stdout == ""
+
+
+def test_runs_without_spread_get_a_certain_answer_not_nan():
+    """Reruns of one seed give equal losses: scipy's t-test divides 0 by 0 there."""
+    from src.compare import below_target, welch
+
+    assert welch([1.5, 1.5], [1.5, 1.5])[2] == 1.0 and welch([1.5, 1.5], [1.7, 1.7])[2] == 0.0
+    assert below_target([1.5, 1.5], 1.88) == 0.0 and below_target([1.9, 1.9], 1.88) == 1.0
