@@ -80,11 +80,10 @@ Ready = tuple[preflight.Plan, Run]  # a run planned and built, not yet fitted
 
 
 def plan_and_build(cfg: DictConfig, run_dir: str | Path, key: str) -> Ready:
-    """Plan and build, then check run_dir (`key` says where it is set)."""
+    """Plan, check run_dir (`key` says where it is set), then build."""
     plan = preflight.plan(cfg)
-    run = build(cfg, plan)
-    preflight.check_run_dir(cfg, plan.tokenizer.vocab_size, run_dir, key)
-    return plan, run
+    preflight.check_run_dir(cfg, plan.tokenizer.vocab_size, run_dir, key)  # before the model is built
+    return plan, build(cfg, plan)
 
 
 def train(cfg: DictConfig, ready: Ready | None = None) -> float:

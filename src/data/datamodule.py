@@ -77,13 +77,14 @@ class TextDataModule(L.LightningDataModule):
         corpus: EncodedCorpus | None = None,
     ):
         """tokenizer, corpus: what the run's plan read. Checks its settings and reads nothing: the plan
-        constructs it once, with the text it opened."""
+        constructs it once, before it opens the text, and hands it what it read."""
         super().__init__()
         rules.positive_int("model.context_window", context_window)
         rules.positive_int("data.batch_size", batch_size)
         rules.val_tokens(val_tokens, context_window)
         rules.choice("data.sampling", sampling, ("random", "epoch"))
-        if not (0 < val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
+        numbers = rules.is_number(val_fraction) and rules.is_number(test_fraction)  # a caller from Python too
+        if not (numbers and 0 < val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
             raise rules.ConfigError(
                 f"data.val_fraction ({val_fraction}) must be in (0, 1) and data.test_fraction "
                 f"({test_fraction}) in [0, 1), together below 1 so that text is left to train on"

@@ -405,6 +405,9 @@ def plan(cfg: DictConfig) -> Plan:
     """Check a composed train config against everything it will meet; raise ConfigError naming the fix."""
     check_values(cfg)
     check_accelerator(cfg.trainer)
+    # data.*: the DataModule's own checks, before any text is read; it gets the one window length (the model's)
+    T = cfg.model.context_window
+    datamodule = part("data", cfg.data, context_window=T)
     warn_slow_bfloat16(cfg)
     resume, checkpoint = None, None
     if cfg.ckpt_path is not None:  # before the text: a missing or broken checkpoint is the first thing to say
@@ -421,9 +424,7 @@ def plan(cfg: DictConfig) -> Plan:
         tokenizer = check_resume(checkpoint, resume, cfg, corpus)
     if tokenizer.vocab != corpus.vocab:  # a checkpoint's larger vocabulary: the text encoded with its ids
         corpus = open_corpus(corpus.source, cfg.data.cache_dir, tokenizer.vocab)
-    # data.*: the DataModule's own checks; it is handed the one window length there is (the model's)
-    T = cfg.model.context_window
-    datamodule = part("data", cfg.data, context_window=T, tokenizer=tokenizer, corpus=corpus)
+    datamodule.tokenizer, datamodule.corpus = tokenizer, corpus  # what the plan read, not read again
     test = cfg.data.test_fraction
     for split, n in split_lengths(corpus.num_tokens, cfg.data.val_fraction, test).items():
         if split != "test" or test > 0:
