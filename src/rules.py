@@ -26,7 +26,7 @@ unknown_key = functools.partial(checks.unknown_key, error=ConfigError)
 positive_int = functools.partial(checks.positive_int, error=ConfigError)
 non_negative_int = functools.partial(checks.non_negative_int, error=ConfigError)
 choice = functools.partial(checks.choice, error=ConfigError)
-sampling = functools.partial(checks.sampling, error=ConfigError)  # generate's (prefix ""), sample.*, callbacks'
+sampling = functools.partial(checks.sampling, error=ConfigError)  # sample.* and the callbacks' settings
 
 
 def one_line(err: BaseException) -> str:
