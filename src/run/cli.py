@@ -41,6 +41,10 @@ warnings.filterwarnings("ignore", message=".*does not have many workers.*")
 warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font")
 # Resuming a run writes into its checkpoint directory on purpose.
 warnings.filterwarnings("ignore", message="Checkpoint directory .* exists and is not empty")
+# On a machine where SLURM is installed (a cluster's login node), Lightning hints "prepend srun" to every
+# run; outside an allocation there is nothing to prepend it to. Inside one (SLURM_JOB_ID) the hint stays.
+if "SLURM_JOB_ID" not in os.environ:
+    warnings.filterwarnings("ignore", message="The `srun` command is available on your system but is not used")
 
 
 def fail(message: str, status: int = 2) -> None:
