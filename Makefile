@@ -11,7 +11,7 @@ TORCH ?= torch==2.13.0
 CORPUS := data/tinyshakespeare/input.txt
 SHARED_CORPUS := ../shared/data/tinyshakespeare/input.txt
 
-.PHONY: train tensorboard test test-fast gpu-check lint lock corpus clean-outputs exercise check-exercise train-exercise exercise-reset
+.PHONY: train tensorboard test test-fast gpu-check gpu-wheels lint lock corpus clean-outputs exercise check-exercise train-exercise exercise-reset
 
 # torch through pip (the CPU build lies in pip's find-links here), everything else through uv at
 # the versions of constraints.txt: the versions the tests passed with, installed in parallel.
@@ -72,6 +72,14 @@ test-fast: $(BIN)/.installed corpus browser
 # NANOGPT=/path/to/nanoGPT runs its train.py beside experiment=nanogpt_gpu.
 gpu-check: $(BIN)/.installed corpus
 	@$(BIN)/python -m benchmarks.gpu_check $(if $(NANOGPT),--nanogpt $(NANOGPT))
+
+# A GPU machine without internet whose python3 already has a CUDA build of torch and Lightning (a
+# cluster's node): here, `make gpu-wheels` puts the rest of what the check needs into .whl/ as wheels;
+# there, `python3 -m pip install --no-index --no-deps --target /tmp/site .whl/*`, then
+# `PYTHONPATH=/tmp/site python3 -m benchmarks.gpu_check`.
+GPU_WHEELS := hydra-core omegaconf antlr4-python3-runtime hydra-joblib-launcher hydra-submitit-launcher submitit
+gpu-wheels: $(BIN)/.installed
+	$(BIN)/python -m pip wheel --quiet --no-deps --constraint constraints.txt -w .whl $(GPU_WHEELS)
 
 # The exercises (docs/learn.md): write a piece of the notes yourself, graded by the project's tests.
 #   make exercise NAME=attention         your copy in exercises/attention.py, its body removed

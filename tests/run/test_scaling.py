@@ -53,10 +53,13 @@ def test_every_training_command_of_gpu_check_composes_and_passes_the_value_check
     """Composed only: the GPU presets cannot run here, but each is a config the CLI accepts."""
     steps = gpu_check.plan(tmp_path, gpus=2, nanogpt=tmp_path)
     trainings = [s for s in steps if s.command[1:3] == ["-m", "src.train"]]
-    assert [s.name for s in trainings][:4] == [
+    assert [s.name for s in trainings][:7] == [
         "trainer=gpu",
         "trainer=ddp",
         "trainer=gpu compile=true",
+        "every modern switch, Muon",
+        "the other switches, SGD",
+        "model=seed",
         f"experiment=nanogpt_gpu, {gpu_check.NANOGPT_STEPS} steps",
     ]
     points = 0
@@ -67,7 +70,7 @@ def test_every_training_command_of_gpu_check_composes_and_passes_the_value_check
             check_values(cfg)
             assert cfg.trainer.accelerator == "gpu"
             points += 1
-    assert points == 4 + 6  # four presets, six sweep jobs of uneven length
+    assert points == 7 + 6  # seven presets, six sweep jobs of uneven length (two GPUs)
     assert [s.name for s in steps if s.section == "commands"] == [
         "generate device=cuda",
         "evaluate device=cuda",
@@ -75,7 +78,7 @@ def test_every_training_command_of_gpu_check_composes_and_passes_the_value_check
         "evaluate device=cuda:1",
     ]
     assert any(s.cwd == tmp_path and "train.py" in s.command for s in steps)  # nanoGPT beside ours
-    assert steps[-1].name == "the whole suite"
+    assert not any(s.section == "sweep" for s in gpu_check.plan(tmp_path, gpus=1, nanogpt=None))
 
 
 # ---------------------------------------------------------------- 1. a sweep of DDP jobs
