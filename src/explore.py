@@ -6,7 +6,6 @@ One self-contained HTML page (no server, no network) in which the checkpoint's m
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,20 +38,6 @@ class ExploreSchema:
 ConfigStore.instance().store(name="explore_schema", node=ExploreSchema)  # conf/explore.yaml names it
 
 
-def check_out(out: Path) -> None:
-    """Refuse an output the page cannot be written to, before any work."""
-    if out.is_dir():
-        raise ValueError(f"out={out} is a folder: give a file name, e.g. out={out / 'explore.html'}")
-    if not out.parent.is_dir():
-        raise ValueError(f"cannot write out={out}: the folder {out.parent} does not exist")
-    probe = out.with_name(f".{out.name}.partial-{os.getpid()}")  # where write_page writes first
-    try:
-        probe.touch()
-        probe.unlink()
-    except OSError as err:
-        raise ValueError(f"cannot write out={out}: {err.strerror}; choose another out=<file.html>") from None
-
-
 def run(cfg: DictConfig) -> Path:
     if not rules.is_int(cfg.excerpt_chars) or not 2 <= cfg.excerpt_chars <= EXCERPT_MAX_CHARS:
         rules.refuse(
@@ -64,7 +49,7 @@ def run(cfg: DictConfig) -> Path:
     rules.choice("weights", cfg.weights, WEIGHT_DTYPES)
     checkpoint = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir)
     out = Path(cfg.out).expanduser() if cfg.out is not None else run_dir_of(checkpoint) / "explore.html"
-    check_out(out)
+    rules.output_file(out, b"<!doctype html", "explore.html")
     prompt = cfg.prompt.replace("\\n", "\n") if cfg.prompt is not None else None
     write_explorer(checkpoint, out, cfg.paths.data_dir, prompt, cfg.text, cfg.excerpt_chars, cfg.weights)
     print(f"checkpoint: {checkpoint}", file=sys.stderr)

@@ -15,6 +15,7 @@ import torch
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
+from src import rules
 from src.model.checks import setting
 from src.plots import attention_figure, save_png
 from src.run.cli import command
@@ -37,16 +38,13 @@ ConfigStore.instance().store(
 
 def run(cfg: DictConfig) -> Path:
     path = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir)
+    out = Path(cfg.out) if cfg.out is not None else run_dir_of(path) / "attention.png"
+    rules.output_file(out, b"\x89PNG", "attention.png")
     trained = load_trained(path)
     prompt = cfg.prompt.replace("\\n", "\n")[-trained.model.context_window :]
     if not prompt:
         raise ValueError("the prompt is empty: pass prompt=... with at least one character")
     ids = trained.tokenizer.encode(prompt, "prompt")
-    out = Path(cfg.out) if cfg.out is not None else run_dir_of(path) / "attention.png"
-    if out.is_dir():
-        raise ValueError(f"out={out} is a folder: give a file name, e.g. out={out / 'attention.png'}")
-    if not out.parent.is_dir():
-        raise ValueError(f"cannot write {out}: the folder {out.parent} does not exist")
     with torch.no_grad():
         maps = trained.model.attention_maps(ids.unsqueeze(0))  # per layer: (1, h, T, T)
     title = f"{path} (step {trained.global_step}): attention over {len(prompt)} characters"

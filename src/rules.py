@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+from pathlib import Path
 from typing import Any
 
 from src.model import checks
@@ -115,3 +116,26 @@ def sample_fits(key: str, max_new_tokens: int, num_samples: int = 1) -> None:
             f"{key}={max_new_tokens}{times} would hold about {needed / 2**30:,.0f} GiB of sampled text, more than "
             f"this machine's {available / 2**30:,.0f} GiB: ask for fewer tokens"
         )
+
+
+def output_file(out: Path, kind: bytes, example: str) -> None:
+    """Refuse an out= a command cannot or must not write, before any work: a folder, a missing folder, an
+    unwritable place, or an existing file that is not an earlier output of the same kind (its first bytes,
+    `kind`): a command never writes over its input, a checkpoint, or anything else it did not make."""
+    if out.is_dir():
+        raise ConfigError(f"out={out} is a folder: give a file name, e.g. out={out / example}")
+    if not out.parent.is_dir():
+        raise ConfigError(f"cannot write out={out}: the folder {out.parent} does not exist")
+    if out.is_file() and out.stat().st_size > 0:
+        with out.open("rb") as existing:
+            if existing.read(len(kind)).lower() != kind.lower():
+                raise ConfigError(
+                    f"out={out} is an existing file this command did not write (a checkpoint, a text?), which it "
+                    f"would replace: choose a new file, e.g. out={out.with_name(example)}"
+                )
+    probe = out.with_name(f".{out.name}.probe-{os.getpid()}")
+    try:
+        probe.touch()
+        probe.unlink()
+    except OSError as err:
+        raise ConfigError(f"cannot write out={out}: {err.strerror}; choose another out=") from None

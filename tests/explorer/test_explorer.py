@@ -268,12 +268,17 @@ def test_explore_command_and_its_refusals(trained_page, tmp_path):
         ([f"ckpt_path={other}", f"out={tmp_path / 'x.html'}"], "not a scratchgpt checkpoint"),
         ([f"ckpt_path={run_dir}", "weights=float64", f"out={tmp_path / 'x.html'}"], "weights must be one of"),
         ([f"ckpt_path={run_dir}", "excerpt_chars=1", f"out={tmp_path / 'x.html'}"], "excerpt_chars"),
+        # Issue 48: the page was written over the very checkpoint it read, or over any other file
+        ([f"ckpt_path={run_dir}", f"out={run_dir / 'checkpoints' / 'best.ckpt'}"], "this command did not write"),
+        ([f"ckpt_path={run_dir}", f"out={other}"], "is an existing file this command did not write"),
     ]:
         refused = run_main("explore", *args)
         assert refused.returncode == 2, (args, refused.stderr)
         lines = refused.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], (args, refused.stderr)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.ckpt", "page.html"]  # nothing else written
+    assert torch.load(other, weights_only=False) == {"state_dict": {}, "epoch": 3}
+    assert run_main("explore", f"ckpt_path={run_dir}", f"out={out}").returncode == 0  # its own page it replaces
 
 
 def test_attention_and_lens_views_follow_the_mouse_and_the_text(tmp_path, browser):

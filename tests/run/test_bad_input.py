@@ -346,6 +346,17 @@ def test_the_other_commands_name_their_own_keys(trained, tmp_path):
     plot = ("plot_attention", f"ckpt_path={run_dir}")
     assert_refused(run_main(*plot, "prompt='Zounds€'"), r"^error: prompt has 1 character\(s\) not in the vocabulary")
     assert_refused(run_main(*plot, "out=/proc/attention.png"), r"^error: cannot write out=/proc/attention.png")
+    # Issue 48: out= a checkpoint (its own input, or any other) was replaced by the PNG; a text likewise.
+    best = run_dir / "checkpoints" / "best.ckpt"
+    text = tmp_path / "notes.txt"
+    text.write_text("my notes")
+    before = best.read_bytes()
+    for out in (best, text):
+        assert_refused(run_main(*plot, f"out={out}"), r"^error: out=.* is an existing file this command did not write")
+    assert best.read_bytes() == before and text.read_text() == "my notes"
+    figure = tmp_path / "attention.png"
+    for _ in range(2):  # its own earlier figure it replaces
+        assert run_main(*plot, f"out={figure}").returncode == 0 and figure.read_bytes()[:4] == b"\x89PNG"
     checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=False)
     checkpoint["hyper_parameters"]["model"]["num_heads"] = 3  # embedding_dim 32
     torch.save(checkpoint, tmp_path / "edited.ckpt")
