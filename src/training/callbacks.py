@@ -16,7 +16,7 @@ from typing import Any
 import lightning as L
 import torch
 from lightning.fabric.plugins.environments import SLURMEnvironment
-from lightning.pytorch.callbacks import Checkpoint, TQDMProgressBar
+from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint, TQDMProgressBar
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from torch import nn
 
@@ -351,6 +351,29 @@ class LastCheckpoint(Checkpoint):
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.save(trainer)  # e.g. validation switched off with trainer.limit_val_batches=0
+
+
+class BestCheckpoint(ModelCheckpoint):
+    """Lightning's ModelCheckpoint (checkpoints/best.ckpt), whose state travels with the run's folder: Lightning
+    reloads the best score only when the folder's path is unchanged, so a run copied or moved, then resumed,
+    replaced best.ckpt at its first validation even when worse. Here the saved paths are moved along."""
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        old, new = state_dict.get("dirpath"), self.dirpath
+        if old and new and old != new:
+
+            def moved(path: str) -> str:
+                return os.path.join(new, os.path.relpath(path, old)) if path else path
+
+            state_dict = {
+                **state_dict,
+                "dirpath": new,
+                "best_model_path": moved(state_dict["best_model_path"]),
+                "kth_best_model_path": moved(state_dict.get("kth_best_model_path", "")),
+                "last_model_path": moved(state_dict.get("last_model_path", "")),
+                "best_k_models": {moved(path): score for path, score in state_dict.get("best_k_models", {}).items()},
+            }
+        super().load_state_dict(state_dict)
 
 
 class TrainingInterrupted(Exception):

@@ -9,6 +9,7 @@ overwrite=true -> replaced.
 """
 
 import os
+import re
 import shutil
 
 import pytest
@@ -98,3 +99,26 @@ def test_overwrite_true_replaces_the_run(finished, tmp_path, state):
 def test_a_run_directory_with_nothing_saved_takes_the_run(finished, tmp_path):
     run = in_state(finished, tmp_path, "nothing saved")
     assert not any("ckpt_path" in a for a in checked(command(run)))
+
+
+@pytest.mark.slow
+def test_a_copied_run_resumed_keeps_its_best_checkpoint(trained, tmp_path):
+    """Issue 48: a run folder copied elsewhere and resumed lost its best score (Lightning reloads it only
+    at the same path), so the first validation after the resume replaced best.ckpt even when worse."""
+    import torch
+
+    from tests.helpers import run_main
+
+    run_dir, _ = trained
+    copy = tmp_path / "copied run"
+    shutil.copytree(run_dir, copy)
+    best = copy / "checkpoints" / "best.ckpt"
+    before = torch.load(best, weights_only=False)
+    result = run_main("train", f"ckpt_path={copy}", "trainer.max_steps=60", "optimizer.lr=30", "optimizer.min_lr=30")
+    assert result.returncode == 0, result.stderr[-2000:]
+    printed = result.stdout + result.stderr
+    worse = [float(x) for x in re.findall(r"step +60 \| val loss (\d+\.\d+)", printed)]
+    after = torch.load(best, weights_only=False)
+    assert worse and worse[0] > before["best_val_loss"] + 0.1, printed[-2000:]  # the resumed run got worse
+    assert after["global_step"] == before["global_step"] < 60  # and best.ckpt stayed the best
+    assert f"best val loss {before['best_val_loss']:.4f} -> {best}" in printed
