@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -95,6 +94,31 @@ def sweep_dir() -> Path | None:
     return Path(HydraConfig.get().sweep.dir)
 
 
+def mlflow_store(store: Path) -> dict[str, str]:
+    """The SQLite store and the artifact folder of an MLflow store folder."""
+    return {
+        "tracking_uri": f"sqlite:///{store.absolute() / 'mlflow.db'}",
+        "artifact_location": (store.absolute() / "artifacts").as_uri(),
+    }
+
+
+def create_sweep_store(config: DictConfig) -> None:
+    """A sweep logging to MLflow: its one store and experiment, made before any job starts. Parallel jobs
+    that each created the fresh SQLite store raced in MLflow's schema migration, and one failed."""
+    logger = config.get("logger") or {}
+    mlflow = logger if logger.get("_target_") == "src.trackers.MLflow" else logger.get("mlflow")
+    if not mlflow:
+        return
+    from mlflow.tracking import MlflowClient
+
+    store = Path(config.hydra.sweep.dir) / "mlflow"
+    store.mkdir(parents=True, exist_ok=True)
+    where = mlflow_store(store)
+    client = MlflowClient(tracking_uri=where["tracking_uri"])
+    if client.get_experiment_by_name(mlflow.experiment_name) is None:
+        client.create_experiment(mlflow.experiment_name, artifact_location=where["artifact_location"])
+
+
 class MLflow(Renamed, MLFlowLogger):
     """An MLflow run in a SQLite store under the run directory, or under the sweep directory for a
     sweep's jobs, so that one store holds the whole sweep: `mlflow ui --backend-store-uri
@@ -113,8 +137,7 @@ class MLflow(Renamed, MLFlowLogger):
         super().__init__(
             experiment_name=experiment_name,
             run_name=run_name or version or Path(save_dir).name,  # a sweep job: its swept values
-            tracking_uri=f"sqlite:///{self.store.absolute() / 'mlflow.db'}",
-            artifact_location=(self.store.absolute() / "artifacts").as_uri(),
+            **mlflow_store(self.store),
             prefix=prefix,
             synchronous=synchronous,
         )
@@ -123,11 +146,7 @@ class MLflow(Renamed, MLFlowLogger):
     @rank_zero_experiment
     def experiment(self) -> Any:  # MlflowClient
         self.store.mkdir(parents=True, exist_ok=True)  # only now: the pre-check builds the logger too
-        try:
-            return super().experiment
-        except Exception:  # a parallel job of the sweep created the store's tables or the experiment first
-            time.sleep(1.0)
-            return super().experiment
+        return super().experiment  # a sweep's store and experiment exist already (create_sweep_store)
 
     @rank_zero_only
     def log_session(self, params: Mapping[str, Any], varied: Iterable[str] = (), trial: str = "") -> None:

@@ -178,5 +178,8 @@ def start(config: DictConfig) -> None:
         )
         sys.exit(2)
     SWEEP.config = config
+    from src.trackers import create_sweep_store  # here: a sweep without MLflow loads no logger
+
+    create_sweep_store(config)
     for s in STOP_SIGNALS:
         signal.signal(s, stop_sweep)

@@ -132,12 +132,14 @@ def test_a_loggers_unknown_key_is_refused_before_anything_is_written(tmp_path: P
     assert not run_dir.exists()
 
 
-def test_a_sweep_logs_every_job_into_one_mlflow_store(tmp_path: Path):
-    """logger=mlflow in a sweep: one store in the sweep directory, a run per job named by its swept value."""
+@pytest.mark.parametrize("launcher", [[], ["hydra/launcher=parallel", "hydra.launcher.n_jobs=2"]])
+def test_a_sweep_logs_every_job_into_one_mlflow_store(tmp_path: Path, launcher: list[str]):
+    """logger=mlflow in a sweep: one store in the sweep directory, a run per job named by its swept value.
+    Issue 48: two parallel jobs each created the fresh store and raced in MLflow's schema migration."""
     from mlflow.tracking import MlflowClient
 
     sweep = tmp_path / "sweep"
-    args = ["-m", *tiny_training(tmp_path, f"hydra.sweep.dir={sweep}", "logger=mlflow", "seed=1,2")]
+    args = ["-m", *tiny_training(tmp_path, f"hydra.sweep.dir={sweep}", "logger=mlflow", "seed=1,2", *launcher)]
     args += ["trainer.max_steps=4", "trainer.val_check_interval=2"]
     result = run_main_offline("train", *args)
     assert result.returncode == 0, result.stderr[-3000:]
