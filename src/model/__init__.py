@@ -51,14 +51,20 @@ def model_config(config: Mapping[str, Any], vocab_size: int) -> GPTConfig | Seed
     return MODELS[kind][1](vocab_size=vocab_size, **options)  # __post_init__ checks each value
 
 
-def parameters_of(config: Mapping[str, Any], vocab_size: int) -> int:
-    """The parameters build_model(config, vocab_size) allocates, exactly: the model built on the meta device
-    (shapes, no memory) and counted. The one parameter count: the run's memory and disk estimates, and
-    the bound a checkpoint's file must hold (an edited config once made generate allocate until killed)."""
+def sizes_of(config: Mapping[str, Any], vocab_size: int) -> tuple[int, int]:
+    """The parameters build_model(config, vocab_size) allocates and the bytes of its buffers (the position
+    tables), exactly: the model built on the meta device (shapes, no memory) and counted. The one parameter
+    count: the run's memory and disk estimates, and the bound a checkpoint's file must hold (an edited config
+    once made generate allocate until killed)."""
     import torch
 
     with torch.device("meta"):
-        return count_parameters(build_model(config, vocab_size))
+        model = build_model(config, vocab_size)
+    return count_parameters(model), sum(b.numel() * b.element_size() for b in model.buffers())
+
+
+def parameters_of(config: Mapping[str, Any], vocab_size: int) -> int:
+    return sizes_of(config, vocab_size)[0]
 
 
 def build_model(config: Mapping[str, Any], vocab_size: int) -> CausalLanguageModel:
@@ -78,6 +84,7 @@ __all__ = [
     "build_model",
     "model_config",
     "parameters_of",
+    "sizes_of",
     "causal_mask",
     "count_parameters",
     "softmax",

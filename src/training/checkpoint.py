@@ -14,8 +14,10 @@ from typing import Any
 import torch
 
 from src.data.tokenizer import CharTokenizer
-from src.model import build_model, model_config, parameters_of
+from src.model import build_model, model_config, sizes_of
+from src.model.checks import is_int, is_number
 from src.model.language_model import CausalLanguageModel
+from src.rules import physical_memory
 
 
 class CheckpointError(ValueError):
@@ -86,7 +88,7 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     try:
         vocab_size = CharTokenizer.from_dict(hparams["tokenizer"]).vocab_size
         config = model_config(hparams["model"], vocab_size)
-        needed = parameters_of(hparams["model"], vocab_size)  # built on the meta device: no memory
+        needed, tables = sizes_of(hparams["model"], vocab_size)  # built on the meta device: no memory
     except (ValueError, TypeError, KeyError) as err:
         raise CheckpointError(
             f"{path} holds a model config no model can be built from ({err}): the checkpoint was edited or "
@@ -100,6 +102,12 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
             f"model.num_layers={getattr(config, 'num_layers', 1)}) makes a model of at least "
             f"{needed:,} parameters, but the file holds {held:,} weights: the checkpoint was "
             f"edited or damaged; use another one, e.g. the run's checkpoints/last.ckpt or best.ckpt"
+        )
+    if tables > physical_memory() // 2:  # the position tables are computed, not read: their size is the config's
+        raise CheckpointError(
+            f"{path}'s model config (model.context_window={config.context_window}) makes position tables of "
+            f"{tables / 2**30:,.1f} GiB, more than half this machine's memory: the checkpoint was edited or "
+            f"damaged; use another one, e.g. the run's checkpoints/last.ckpt or best.ckpt"
         )
     return checkpoint
 
@@ -131,13 +139,19 @@ def read_exported(weights: Path) -> dict[str, Any]:
         state = load_file(str(weights))
     except (SafetensorError, OSError) as err:
         raise CheckpointError(f"{weights} is truncated or corrupt ({err}): export the model again") from None
+    step, best = config.get("step", 0), config.get("best_val_loss")
+    if not is_int(step) or step < 0 or not (best is None or is_number(best)):
+        raise CheckpointError(
+            f"{folder / CONFIG} holds step={step!r}, best_val_loss={best!r}: a step count and a loss (or null) "
+            f"were expected; the file was edited or damaged: export the model again"
+        )
     hparams = {"model": config.get("model"), "tokenizer": {"vocab": config.get("vocabulary")}}
     hparams |= {key: config[key] for key in ("optimizer", "data") if key in config}
     return {
         "hyper_parameters": hparams,
         "state_dict": {f"model.{name}": tensor for name, tensor in state.items()},
-        "global_step": config.get("step", 0),
-        "best_val_loss": config.get("best_val_loss"),
+        "global_step": step,
+        "best_val_loss": best,
     }
 
 

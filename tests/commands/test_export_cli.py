@@ -6,6 +6,7 @@ process (the first test); the rest call the commands' main() in this process (ru
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 from pathlib import Path
@@ -133,6 +134,30 @@ def refused(result, *words: str) -> str:
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert all(w in lines[0] for w in words), lines[0]
     return lines[0]
+
+
+def test_an_untrusted_file_sizes_nothing_before_it_is_checked(run: Path, tmp_path: Path):
+    """Issue 48: a checkpoint or export whose config said model.context_window=2**31 built its 16 GiB position
+    table before any check (parameters were bounded, buffers were not); an export's "step": "abc" was a
+    traceback."""
+    exported = tmp_path / "weights"
+    assert export(run, "safetensors", exported).returncode == 0
+    config = json.loads((exported / "config.json").read_text())
+    huge = {**config["model"], "context_window": 2**31}
+    for edit, words in [
+        ({"step": "abc"}, ["step='abc'", "export the model again"]),
+        ({"step": None}, ["step=None"]),
+        ({"best_val_loss": "low"}, ["best_val_loss='low'"]),
+        ({"model": huge}, ["model.context_window=2147483648", "GiB"]),
+    ]:
+        (exported / "config.json").write_text(json.dumps({**config, **edit}))
+        refused(run_main_offline("generate", f"ckpt_path={exported}"), *words)
+    checkpoint = torch.load(run / "checkpoints" / "best.ckpt", weights_only=False)
+    for positional in ("sinusoidal", "rope"):
+        checkpoint["hyper_parameters"]["model"] |= {"context_window": 2**31, "positional": positional}
+        torch.save(checkpoint, tmp_path / "huge.ckpt")
+        for command in ("generate", "evaluate", "explore"):
+            refused(run_main_offline(command, f"ckpt_path={tmp_path / 'huge.ckpt'}"), "model.context_window=2147483648")
 
 
 def test_bad_input_is_refused_in_one_line_with_nothing_written(run: Path, tmp_path: Path):
