@@ -20,7 +20,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
 from src import rules
-from src.data.corpus import resolve_corpus
+from src.data.corpus import recorded_text
 from src.data.datamodule import TextDataModule
 from src.model.checks import setting
 from src.run.cli import command
@@ -66,15 +66,19 @@ def run(cfg: DictConfig) -> dict[str, float]:
             f"data_path={cfg.data_path} does not exist or is not a file: point data_path at a UTF-8 text file, "
             f"or leave it null for the text the checkpoint was trained on"
         )
-    if cfg.data_path is None and split.get("path") is not None:  # the run's own text: named by this command's key
-        resolve_corpus(split["path"], cfg.paths.data_dir, key="data_path")
+    # The text the user names, else the run's own if that file still is it (the checkpoint records its sha256).
+    text = (
+        Path(cfg.data_path).expanduser()
+        if cfg.data_path is not None
+        else recorded_text(split, cfg.paths.data_dir, "data_path")
+    )
     trained = Trained(lit.model, lit.tokenizer, dict(lit.hparams), lit.trained_steps, lit.best_val_loss)
-    print("\n".join(describe(path, trained, chosen=cfg.ckpt_path is None)), file=sys.stderr)
+    print("\n".join([*describe(path, trained, chosen=cfg.ckpt_path is None), f"text: {text}"]), file=sys.stderr)
     datamodule = TextDataModule(
         context_window=lit.model.context_window,
         batch_size=1,  # no training here: only the evaluation batches below are drawn
         val_batch_size=cfg.batch_size,
-        path=cfg.data_path if cfg.data_path is not None else split.get("path"),
+        path=text,
         cache_dir=cfg.paths.data_dir,
         val_fraction=split.get("val_fraction", 0.1),
         test_fraction=split.get("test_fraction", 0.0),

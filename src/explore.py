@@ -17,11 +17,11 @@ from omegaconf import DictConfig
 import src.training.lightning_import  # noqa: F401  (first: Lightning without scipy.signal)
 from src import rules
 from src.explorer.page import write_explorer
-from src.explorer.payload import EXCERPT_MAX_CHARS, WEIGHT_DTYPES
+from src.explorer.payload import EXCERPT_MAX_CHARS, WEIGHT_DTYPES, file_text, validation_text
 from src.model.checks import setting
 from src.run.cli import command
 from src.run.config import CHECKPOINT, PATHS
-from src.training.checkpoint import find_checkpoint, run_dir_of
+from src.training.checkpoint import find_checkpoint, load_trained, run_dir_of
 
 
 @dataclass
@@ -51,8 +51,13 @@ def run(cfg: DictConfig) -> Path:
     out = Path(cfg.out).expanduser() if cfg.out is not None else run_dir_of(checkpoint) / "explore.html"
     rules.output_file(out, b"<!doctype html", "explore.html")
     prompt = cfg.prompt.replace("\\n", "\n") if cfg.prompt is not None else None
-    write_explorer(checkpoint, out, cfg.paths.data_dir, prompt, cfg.text, cfg.excerpt_chars, cfg.weights)
-    print(f"checkpoint: {checkpoint}", file=sys.stderr)
+    trained = load_trained(checkpoint)
+    if cfg.text is not None:
+        excerpt = file_text(cfg.text, cfg.excerpt_chars)
+    else:  # the run's own text, if that file still is it (the checkpoint records its sha256)
+        excerpt = validation_text(trained.hparams, cfg.paths.data_dir, cfg.excerpt_chars)
+    write_explorer(checkpoint, out, cfg.paths.data_dir, prompt, weights=cfg.weights, trained=trained, excerpt=excerpt)
+    print(f"checkpoint: {checkpoint}\ntext: {excerpt[1]}", file=sys.stderr)
     print(f"{out.resolve().as_uri()}")
     return out
 

@@ -18,6 +18,7 @@ import urllib.error
 import urllib.request
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from omegaconf import OmegaConf
@@ -141,6 +142,29 @@ def resolve_corpus(
         return cached
     download(url, cached, sha256)
     return cached
+
+
+def recorded_text(data: dict[str, Any], cache_dir: str | Path, key: str) -> Path:
+    """The text a checkpoint was trained on, as its record (`hyper_parameters.data`) names it, read only if it
+    is that text: a shared checkpoint's path may name any local file (a private one), so the file must have
+    the sha256 the checkpoint records. No path: Tiny Shakespeare, checked against its own sha256. key: the
+    command's key for a text the user names instead."""
+    path = resolve_corpus(data.get("path"), cache_dir, key=key)
+    if data.get("path") is None:
+        return path
+    recorded = data.get("sha256")
+    if recorded is None:
+        raise DataError(
+            f"the checkpoint names its text {data['path']} but records no sha256 of it, so that file may not be "
+            f"the text it was trained on: name the text to use with {key}=<file>"
+        )
+    digest = sha256_of(path)
+    if digest != recorded:
+        raise DataError(
+            f"{path} is not the text the checkpoint was trained on (sha256 {digest[:12]}..., the checkpoint "
+            f"records {str(recorded)[:12]}...): name the text to use with {key}=<file>"
+        )
+    return path
 
 
 def first_line(text: str, limit: int = 40) -> str:

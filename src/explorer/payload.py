@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from src import rules
-from src.data.corpus import first_line, resolve_corpus
+from src.data.corpus import first_line, recorded_text
 from src.data.datamodule import split_lengths
 from src.data.token_cache import open_corpus
 from src.model.head_scores import KINDS, MEASURES, THRESHOLD, ProbeTooShort, probe_length, repeated_probe
@@ -55,7 +55,7 @@ def validation_text(hparams: dict[str, Any], data_dir: str | Path, chars: int) -
     """The first `chars` characters of the checkpoint's own validation split (cut as training cut it), and
     where they come from."""
     split = hparams.get("data") or {}
-    path = resolve_corpus(split.get("path"), data_dir, key="text")
+    path = recorded_text(split, data_dir, key="text")
     vocab = list(hparams["tokenizer"]["vocab"])
     tokens = open_corpus(path, data_dir, vocab).tokens
     sizes = split_lengths(len(tokens), split.get("val_fraction", 0.1), split.get("test_fraction", 0.0))

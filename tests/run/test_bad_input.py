@@ -385,3 +385,30 @@ def test_resuming_a_run_whose_directory_has_spaces_and_non_ascii_reloads_its_ove
         cfg = compose("train", argv)
         assert cfg.model.embedding_dim == 32 and cfg.trainer.max_steps == 41
         assert preflight.plan(cfg).resume == odd / "checkpoints" / "last.ckpt"
+
+
+@pytest.mark.slow
+def test_a_shared_checkpoint_cannot_choose_which_local_file_is_read(trained, tmp_path):
+    """Issue 48: a checkpoint whose data.path named a private file (and no sha256) had explore copy ~2,000
+    characters of it into the page and evaluate score it. Now only the text whose sha256 the checkpoint
+    records, or one the user names, is read, and the command says which."""
+    run_dir, _ = trained
+    private = tmp_path / "private.txt"
+    private.write_text("my secret diary. " * 2000)
+    checkpoint = torch.load(run_dir / "checkpoints" / "best.ckpt", weights_only=False)
+    own = dict(checkpoint["hyper_parameters"]["data"])
+    for record, said in [({"path": str(private)}, "records no sha256"), ({"sha256": own["sha256"]}, "is not the text")]:
+        checkpoint["hyper_parameters"]["data"] = {**own, "path": str(private), **record}
+        if "sha256" not in record:
+            del checkpoint["hyper_parameters"]["data"]["sha256"]
+        torch.save(checkpoint, tmp_path / "shared.ckpt")
+        shared = f"ckpt_path={tmp_path / 'shared.ckpt'}"
+        page = tmp_path / "page.html"
+        assert_refused(run_main("explore", shared, f"out={page}"), rf"^error: .*{said}.*text=<file>")
+        assert_refused(run_main("evaluate", shared), rf"^error: .*{said}.*data_path=<file>")
+        assert not page.exists()
+    named = run_main("evaluate", shared, f"data_path={shakespeare_file()}")
+    assert named.returncode == 0 and f"text: {shakespeare_file()}" in named.stderr, named.stderr[-2000:]
+    own_text = run_main("explore", f"ckpt_path={run_dir}", f"out={tmp_path / 'own.html'}")
+    assert own_text.returncode == 0 and f"validation split of {own['path']}" in own_text.stderr, own_text.stderr
+    assert "secret diary" not in (tmp_path / "own.html").read_text()
