@@ -121,7 +121,7 @@ def load(name: str) -> Any:
     module: ModuleType = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     try:
         spec.loader.exec_module(module)  # type: ignore[union-attr]
-    except Exception as err:  # the learner's file: any error it raises is theirs to see, in one line
+    except (Exception, SystemExit) as err:  # the learner's file: whatever it raises is theirs to see, in one line
         raise ConfigError(
             f"{path} does not load ({type(err).__name__}: {err}): fix it, or make exercise-reset NAME={name}"
         ) from None

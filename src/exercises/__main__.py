@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from src.exercises import EXERCISES, ROOT, VARIABLE, exercise, learner_file, write
+from src.exercises import EXERCISES, ROOT, VARIABLE, exercise, learner_file, load, write
 from src.rules import ConfigError
 
 COMMANDS = ("start", "check", "train", "reset")
+LOAD_SECONDS = 30  # the learner's file loading (it defines functions: it takes well under a second)
+CHECK_SECONDS = 300  # an exercise's tests: with the reference's code each passes in under 20 s (kv_cache, 2 cores)
 # train: the notes' model (model=seed) on the plain path, short enough to compare in about a minute
 TRAINING = ("model=seed", "model.fused=false", "trainer.max_steps=500", "trainer.val_check_interval=250")
 
@@ -64,11 +68,34 @@ def started(name: str) -> None:
         raise ConfigError(f"{shown(learner_file(name))} does not exist: start the exercise: make exercise NAME={name}")
 
 
+def loads(name: str) -> None:
+    """The learner's file loaded here first, within LOAD_SECONDS: a syntax error, an error or sys.exit while it
+    loads, or an endless loop outside a function is one line, not pytest's INTERNALERROR (or nothing, forever)."""
+
+    def late(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"still loading after {LOAD_SECONDS} s: an endless loop outside a function?")
+
+    previous = signal.signal(signal.SIGALRM, late)
+    signal.alarm(LOAD_SECONDS)
+    try:
+        load(name)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def check(name: str) -> int:
     started(name)
+    loads(name)
     command = [sys.executable, "-m", "pytest", "-p", "src.exercises.grading", "-o", "addopts="]
     command += ["-p", "no:cacheprovider", "-q", "--tb=short", *mapped_tests(name)]
-    return subprocess.run(command, cwd=ROOT, env={**os.environ, VARIABLE: name}).returncode
+    try:
+        return subprocess.run(command, cwd=ROOT, env={**os.environ, VARIABLE: name}, timeout=CHECK_SECONDS).returncode
+    except subprocess.TimeoutExpired:
+        raise ConfigError(
+            f"exercise {name}: its tests were stopped after {CHECK_SECONDS} s (the reference's code passes them "
+            f"in under 20 s): an endless loop in {shown(learner_file(name))}?"
+        ) from None
 
 
 def train(name: str, overrides: list[str]) -> int:

@@ -7,10 +7,12 @@ import hashlib
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
 from src.exercises import EXERCISES, source, write
+from src.exercises import __main__ as exercises_main
 from src.exercises.__main__ import main
 from tests.helpers import ROOT, run_main, tiny_training
 
@@ -109,3 +111,43 @@ def test_train_exercise_compares_the_learners_run_with_the_reference(mine, tmp_p
     result = train()
     assert result.returncode != 0
     assert "NotImplementedError: exercise attention, the notes' step 'scaled dot-product attention'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "broken, said",
+    [
+        ("def oops(:\n", "SyntaxError"),
+        ("import sys\nsys.exit(0)\n", "SystemExit: 0"),
+        ("raise RuntimeError('mine')\n", "RuntimeError: mine"),
+        ("while True:\n    pass\n", "still loading after 1 s: an endless loop outside a function?"),
+    ],
+)
+def test_check_names_a_file_that_does_not_load_in_one_line(broken, said, mine, capsys, monkeypatch):
+    """Issue 48: a syntax error or sys.exit in the learner's file was pytest's 25-line INTERNALERROR; an
+    endless loop was a check that printed nothing and never ended."""
+    monkeypatch.setattr(exercises_main, "LOAD_SECONDS", 1)
+    assert main(["start", "softmax"]) == 0
+    path = mine / "softmax.py"
+    path.write_text(path.read_text() + "\n" + broken)
+    capsys.readouterr()
+    assert main(["check", "softmax"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith("error: ") and said in err, err
+    assert "softmax.py does not load" in err and "make exercise-reset NAME=softmax" in err
+
+
+@pytest.mark.slow
+def test_check_stops_tests_that_never_end_in_one_line(mine, capfd, monkeypatch):
+    monkeypatch.setattr(exercises_main, "CHECK_SECONDS", 20)
+    assert main(["start", "softmax"]) == 0
+    path = mine / "softmax.py"
+    path.write_text(
+        path.read_text().replace(
+            "raise NotImplementedError(", "while True:\n        pass\n    raise NotImplementedError("
+        )
+    )
+    started = time.monotonic()
+    assert main(["check", "softmax"]) == 2
+    assert time.monotonic() - started < 40
+    err = capfd.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: exercise softmax: its tests were stopped after 20 s"), err
