@@ -101,9 +101,22 @@ def rope_fits(d_head: int) -> None:
         )
 
 
-def logit_softcap(value: Any) -> None:
-    if value is not None and not (is_number(value) and math.isfinite(value) and value > 0):
+def logit_softcap(value: Any, vocab_size: int) -> None:
+    """Capped logits lie in (-c, c), so no character can get more than e^c / (e^c + (V - 1) e^-c) of the
+    probability: below c = ln(V - 1) / 2 not even half, and the model stays near uniform whatever it learns."""
+    if value is None:
+        return
+    if not (is_number(value) and math.isfinite(value) and value > 0):
         refuse("model.logit_softcap", value, "a positive number, or null for no cap", "e.g. model.logit_softcap=30")
+    least = math.log(vocab_size - 1) / 2 if vocab_size > 2 else 0.0  # 2: the value checks' stand-in vocabulary
+    if value < least:
+        refuse(
+            "model.logit_softcap",
+            value,
+            f"at least ln(V - 1) / 2 = {least:.2f} for a vocabulary of V = {vocab_size} characters (below it no "
+            f"character can get half the probability)",
+            "e.g. model.logit_softcap=30, or null for no cap",
+        )
 
 
 POSITIONAL = ("sinusoidal", "learned", "rope")

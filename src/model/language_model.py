@@ -40,7 +40,7 @@ class ModelConfig:
         checks.choice("model.positional", self.positional, checks.POSITIONAL)
         checks.choice("model.norm", self.norm, NORMS)
         checks.kv_heads_divide(self.num_heads, self.num_kv_heads)
-        checks.logit_softcap(self.logit_softcap)
+        checks.logit_softcap(self.logit_softcap, self.vocab_size)
         checks.attention_window(self.attention_window)
         if self.positional == "rope":
             checks.rope_fits(self.embedding_dim // self.num_heads)

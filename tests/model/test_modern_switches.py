@@ -210,9 +210,9 @@ def test_softcap_is_c_tanh_z_over_c():
     torch.testing.assert_close(softcap(z, 30.0), 30.0 * torch.tanh(z / 30.0))
     assert softcap(z, 30.0).abs().max() < 30.0
     assert softcap(z, None) is z
-    model = tiny_model("gpt", logit_softcap=0.5)
+    model = tiny_model("gpt", logit_softcap=2.5)
     logits, _ = model(torch.randint(0, VOCAB, (2, 6)))
-    assert logits.abs().max() < 0.5
+    assert logits.abs().max() < 2.5
 
 
 def test_value_embeddings_add_a_token_table_to_v():
@@ -428,6 +428,7 @@ def test_a_model_with_every_switch_learns_a_short_text():
         ("gpt", dict(num_kv_heads=2, bias=True), r"model.bias=true .*set model.bias=false or model.num_kv_heads=null"),
         ("gpt", dict(embedding_dim=12, num_heads=4, positional="rope"), r"rope rotates pairs.*each head has 3"),
         ("gpt", dict(logit_softcap=0.0), r"model.logit_softcap must be a positive number, or null"),
+        ("gpt", dict(logit_softcap=1e-30), r"at least ln\(V - 1\) / 2 = .* \(below it no character can get half"),
         ("gpt", dict(norm="batch"), r"model.norm must be one of layer, rms"),
         ("gpt", dict(activation="tanh"), r"model.activation must be one of gelu, relu2, swiglu"),
         ("gpt", dict(positional="alibi"), r"model.positional must be one of sinusoidal, learned, rope"),

@@ -118,6 +118,10 @@ TRAIN_CASES = {
     "kv heads do not divide": (["model.num_kv_heads=3"], r"model.num_kv_heads must divide num_heads \(2\), got 3"),
     "rope with odd heads": (["model.embedding_dim=30", "model.positional=rope"], r"rope rotates pairs.*head has 15"),
     "softcap 0": (["model.logit_softcap=0"], r"model.logit_softcap must be a positive number, or null"),
+    "softcap tiny": (
+        ["model.logit_softcap=1e-30"],
+        r"logit_softcap must be at least ln\(V - 1\) / 2 = 2.08 for .* V = 65",
+    ),
     "gqa with biases": (["model.num_kv_heads=1", "model.bias=true"], r"set model.bias=false or model.num_kv_heads="),
     "smeared keys not a bool": (["model.smeared_keys=maybe"], r"^error: model.smeared_keys: Value 'maybe' is not a"),
     "muon adam_lr 0": (["optimizer=muon", "optimizer.adam_lr=0"], r"optimizer.adam_lr must be a positive finite"),
