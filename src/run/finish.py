@@ -3,6 +3,7 @@ stopped, one line saying what is kept and the command that resumes it (never a t
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import time
@@ -19,7 +20,14 @@ from src.model.language_model import count_parameters
 from src.run import preflight, record
 from src.run.cli import fail
 from src.training import exit_status
-from src.training.callbacks import CheckpointWriteError, GracefulInterrupt, Throughput, TrainingInterrupted
+from src.training.callbacks import (
+    CheckpointWriteError,
+    GracefulInterrupt,
+    Throughput,
+    TrainingInterrupted,
+    too_large,
+    what_is_kept,
+)
 from src.training.heads import TrackHeads
 from src.training.tensorboard import TensorBoard, watch_command
 
@@ -162,6 +170,10 @@ def stops_in_one_line(cfg: DictConfig, plan: preflight.Plan, trainer: Any) -> It
             raise
         fail(lost_rank(trainer, run_dir, err), status=1)
     except OSError as err:  # a checkpoint's own message already says what it needed and what is kept
-        if err.errno not in preflight.DISK_FULL or isinstance(err, CheckpointWriteError):
+        if isinstance(err, CheckpointWriteError):
+            raise
+        if err.errno == errno.EFBIG:  # TensorBoard's events, the log: past `ulimit -f`
+            fail(f"{too_large()}; {what_is_kept(run_dir / 'checkpoints')}")
+        if err.errno not in preflight.DISK_FULL:
             raise
         fail(preflight.disk_full(cfg, plan.tokenizer.vocab_size, run_dir, err))

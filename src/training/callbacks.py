@@ -3,6 +3,7 @@ its atomic writes, signals."""
 
 from __future__ import annotations
 
+import errno
 import io
 import logging
 import os
@@ -286,19 +287,36 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
                 os.fsync(f.fileno())
             os.replace(partial, path)
         except OSError as err:  # a full or read-only disk: say where, what it needs, and what is kept
-            raise CheckpointWriteError(
-                err.errno,
-                f"cannot write the checkpoint {path} ({err.strerror or err}; it needs "
-                f"{buffer.getbuffer().nbytes / 1e6:,.1f} MB free there): {what_is_kept(path.parent)} once there "
-                f"is room, or choose another hydra.run.dir",
-            ) from None
+            size = f"{buffer.getbuffer().nbytes / 1e6:,.1f} MB"
+            if err.errno == errno.EFBIG:
+                why = f"({size}): {too_large()}; {what_is_kept(path.parent)}"
+            else:
+                why = (
+                    f"({err.strerror or err}; it needs {size} free there): {what_is_kept(path.parent)} once there "
+                    f"is room, or choose another hydra.run.dir"
+                )
+            raise CheckpointWriteError(err.errno, f"cannot write the checkpoint {path} {why}") from None
     finally:
         partial.unlink(missing_ok=True)
     fsync(path.parent)  # the rename itself
 
 
+def too_large() -> str:
+    """A write refused with EFBIG ("File too large"): not a full disk but this process's file-size limit."""
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return (
+        f"a file of the run reached this process's file-size limit ({limit / 1e6:,.1f} MB, ulimit -f), which free "
+        f"space does not lift: raise it (ulimit -f unlimited)"
+    )
+
+
 class CheckpointWriteError(OSError):
     """A checkpoint that could not be written, its message naming the file, its size and what is kept."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)  # the message alone, without OSError's "[Errno N]"
 
 
 def what_is_kept(directory: Path) -> str:

@@ -68,3 +68,25 @@ def test_an_unreadable_text_names_the_key(tmp_path, monkeypatch):
         DataError, match=r"cannot read .*text\.txt \(Permission denied\): check its permissions, or set"
     ):
         resolve_corpus(text, tmp_path, key="data_path")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("limit", [60_000, 300_000])  # TensorBoard's events first; then the checkpoint
+def test_a_file_size_limit_is_named_as_such_not_as_a_full_disk(limit, tmp_path):
+    """Issue 48: past `ulimit -f` a run ended in a raw `[Errno 27] File too large`, or in a full disk's
+    advice to free space, which does not lift the limit."""
+    import resource
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT, tiny_training
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    command = [sys.executable, "-m", "src.train", *tiny_training(tmp_path, f"hydra.run.dir={tmp_path / 'run'}")]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, preexec_fn=limited)
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert last.startswith("error: ") and "Errno" not in last and "room" not in last, last
+    assert f"file-size limit ({limit / 1e6:,.1f} MB, ulimit -f)" in last and "ulimit -f unlimited" in last, last
