@@ -51,6 +51,14 @@ def run(cfg: DictConfig) -> Path:
     out = Path(cfg.out).expanduser() if cfg.out is not None else run_dir_of(checkpoint) / "explore.html"
     rules.output_file(out, b"<!doctype html", "explore.html")
     prompt = cfg.prompt.replace("\\n", "\n") if cfg.prompt is not None else None
+    if prompt is not None:
+        try:
+            prompt.encode("utf-8")
+        except UnicodeEncodeError as err:  # a byte the terminal sent that is not UTF-8 (Python keeps it as \udcXX)
+            raise ValueError(
+                f"prompt has a byte that is not UTF-8 text at character {err.start + 1} "
+                f"({prompt[err.start]!r}): type the prompt in UTF-8"
+            ) from None
     trained = load_trained(checkpoint)
     if cfg.text is not None:
         excerpt = file_text(cfg.text, cfg.excerpt_chars)

@@ -6,6 +6,7 @@ and its logits compared with ours), then renamed to `out`: it appears whole or n
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import os
 import shutil
@@ -74,7 +75,15 @@ def write_atomically(out: Path, write: Callable[[Path], None]) -> None:
     partial.mkdir()
     try:
         write(partial)
-        os.replace(partial, out)
+        try:
+            os.replace(partial, out)
+        except OSError as err:
+            if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            raise ValueError(
+                f"out={out} was filled by another export while this one ran (its files are kept): "
+                f"choose a new folder for this one"
+            ) from None
     finally:
         shutil.rmtree(partial, ignore_errors=True)
 

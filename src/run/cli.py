@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import signal
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -235,6 +236,20 @@ def one_line_errors(full_errors: bool) -> Iterator[None]:
         fail(one_line(err))
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP to a command that installed no handler of its own (train installs its own): raised
+    like Ctrl-C's KeyboardInterrupt, so that the command's cleanups run (export's partial folder is removed)
+    and it ends in one line, not silently with status 143."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def raise_stopped(signum: int, frame: object) -> None:
+    raise Stopped(signum)
+
+
 def command(
     config_name: str, task: Callable[[DictConfig], Any], check: Check | None = None, check_point: Check | None = None
 ) -> Any:
@@ -246,6 +261,9 @@ def command(
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
     prepared = None  # what check returned, for the task
+    for stop in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(stop) is signal.SIG_DFL:
+            signal.signal(stop, raise_stopped)
 
     def guarded(cfg: DictConfig) -> Any:
         with one_line_errors(full_errors):
@@ -266,7 +284,10 @@ def command(
                     sys.argv[1:] = rundir.pinned_run_dir(argv, run_dir)
             register(config_name)
             return hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name=config_name)(guarded)()
+    except Stopped as stop:
+        fail(f"stopped by {stop} before {config_name} finished", status=128 + stop.signum)
     except KeyboardInterrupt:  # before training started
-        fail("interrupted before training started: nothing was saved", status=130)
+        what = "training started: nothing was saved" if config_name == "train" else f"{config_name} finished"
+        fail(f"interrupted before {what}", status=130)
     finally:
         HydraConfig.instance().cfg = outside

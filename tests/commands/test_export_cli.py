@@ -7,15 +7,20 @@ process (the first test); the rest call the commands' main() in this process (ru
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from src.export.__main__ import write_atomically
 from src.training.checkpoint import load_trained
-from tests.helpers import block_network, run_cli_offline, run_main_offline, shakespeare_file
+from tests.helpers import ROOT, block_network, run_cli_offline, run_main_offline, shakespeare_file
 
 pytestmark = pytest.mark.slow
 PROMPT = "ROMEO:"
@@ -204,3 +209,33 @@ def test_bad_input_is_refused_in_one_line_with_nothing_written(run: Path, tmp_pa
     refused(export(smeared_run, "transformerlens", out), "model.smeared_keys=True", "format=transformerlens")
     assert not out.exists()
     assert export(smeared_run, "safetensors", out).returncode == 0  # its own format holds it
+
+
+def test_an_export_finished_by_another_meanwhile_is_refused_and_theirs_kept(tmp_path: Path):
+    """Issue 48: two exports into one out= at once: the second rename met the first's folder, a raw
+    `[Errno 39] Directory not empty`."""
+    out = tmp_path / "out"
+
+    def write(folder: Path) -> None:
+        (folder / "model.safetensors").write_text("ours")
+        out.mkdir()  # the other export finished meanwhile
+        (out / "config.json").write_text("theirs")
+
+    with pytest.raises(ValueError, match=r"out=.* was filled by another export while this one ran"):
+        write_atomically(out, write)
+    assert [p.name for p in out.iterdir()] == ["config.json"] and not list(tmp_path.glob(".out.partial-*"))
+
+
+@pytest.mark.slow
+def test_sigterm_during_an_export_ends_in_one_line_and_leaves_nothing(run: Path, tmp_path: Path):
+    """Issue 48: SIGTERM during export exited 143 with no line, its partial folder left behind."""
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "src.export", f"ckpt_path={run}", "format=hf", f"out={out}"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
+    export = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    first = export.stderr.readline()  # what it exports: the checkpoint is read, the writing begins
+    export.send_signal(signal.SIGTERM)
+    _, rest = export.communicate(timeout=120)
+    assert export.returncode == 143, first + rest
+    assert (first + rest).strip().splitlines()[-1] == "error: stopped by SIGTERM before export finished"
+    assert list(tmp_path.iterdir()) == []  # neither out nor its partial folder

@@ -271,6 +271,7 @@ def test_explore_command_and_its_refusals(trained_page, tmp_path):
         # Issue 48: the page was written over the very checkpoint it read, or over any other file
         ([f"ckpt_path={run_dir}", f"out={run_dir / 'checkpoints' / 'best.ckpt'}"], "this command did not write"),
         ([f"ckpt_path={run_dir}", f"out={other}"], "is an existing file this command did not write"),
+        ([f"ckpt_path={run_dir}", "prompt='ab\udcffc'", f"out={tmp_path / 'x.html'}"], "not UTF-8 text at character 3"),
     ]:
         refused = run_main("explore", *args)
         assert refused.returncode == 2, (args, refused.stderr)
