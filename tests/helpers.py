@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -300,6 +301,18 @@ class SignalRankAt(Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         if trainer.global_rank == self.rank and trainer.global_step == self.step:
             os.kill(os.getpid(), self.signum)
+
+
+class SleepRankAt(Callback):
+    """Rank `rank` sleeps `seconds` as optimizer step `step` ends, as a loaded machine delays it:
+    `+callbacks.sleep._target_=tests.helpers.SleepRankAt +callbacks.sleep.rank=0 ...`."""
+
+    def __init__(self, rank: int, step: int, seconds: float):
+        self.rank, self.step, self.seconds = rank, step, seconds
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_rank == self.rank and trainer.global_step == self.step:
+            time.sleep(self.seconds)
 
 
 class DiskFullAt(Callback):
