@@ -71,9 +71,9 @@ def check_sweeper_keys(overrides: list[str]) -> None:
     """The sweeper's own counts, which no schema types (n_trials=0 was a traceback from Optuna)."""
     for override in overrides:
         key, _, value = override.partition("=")
-        if key in ("hydra.sweeper.n_trials", "hydra.sweeper.n_jobs"):
+        if key == "hydra.sweeper.n_trials":
             parsed = OverridesParser.create().parse_overrides([override])[0].value() if value else value
-            positive_int(key, parsed, "how many trials the search runs" if key.endswith("trials") else "")
+            positive_int(key, parsed, "how many trials the search runs")
 
 
 SEARCH_SPACE = "hydra.sweeper.params."
