@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,7 +105,18 @@ def open_storage(storage: str | None, heartbeat_interval: int, grace_period: int
     if storage is None:
         return None
     if "://" in storage:
-        return optuna.storages.RDBStorage(storage, heartbeat_interval=heartbeat_interval, grace_period=grace_period)
+        import sqlalchemy.exc
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # the heartbeat's, since Optuna 2.9
+            for attempt in range(3):  # workers started together on a new database all create its tables: one wins
+                try:
+                    return optuna.storages.RDBStorage(
+                        storage, heartbeat_interval=heartbeat_interval, grace_period=grace_period
+                    )
+                except sqlalchemy.exc.IntegrityError:
+                    if attempt == 2:
+                        raise
     Path(storage).parent.mkdir(parents=True, exist_ok=True)
     return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(storage))
 
@@ -162,6 +174,9 @@ def search(config: DictConfig, launcher: Any, settings: dict[str, Any], argument
         study.optimize(objective, callbacks=[limit])
     else:
         log.info(f"study {study.study_name} already has {n_trials} trials: nothing to run")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # experimental since Optuna 2.9
+        optuna.storages.fail_stale_trials(study)  # a dead worker's trial past its grace period, as optimize does
     best = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if best:  # none when every trial failed: the sweep's summary then says so in one line
         results = {"name": "optuna", "best_params": study.best_trial.params, "best_value": study.best_value}
