@@ -181,4 +181,6 @@ def search(config: DictConfig, launcher: Any, settings: dict[str, Any], argument
     if best:  # none when every trial failed: the sweep's summary then says so in one line
         results = {"name": "optuna", "best_params": study.best_trial.params, "best_value": study.best_value}
         OmegaConf.save(OmegaConf.create(results), Path(config.hydra.sweep.dir) / "optimization_results.yaml")
-        log.info(f"best of {len(study.trials)} trials: {study.best_value:.4f} with {study.best_trial.params}")
+        log.info(
+            f"the study's best of {len(study.trials)} trials so far: {study.best_value:.4f}, {study.best_trial.params}"
+        )

@@ -144,3 +144,16 @@ def test_a_search_whose_every_trial_fails_ends_in_one_line(tmp_path):
     assert result.stderr.strip().splitlines()[-1] == "error: 2 of 2 jobs failed: [0, 1]"
     assert "Traceback" not in result.stderr and "No trials are completed" not in result.stderr
     assert not (sweep / "optimization_results.yaml").exists()
+
+
+def test_a_storage_that_cannot_be_opened_is_one_line(tmp_path):
+    """No database listens on port 1: the search ends before any trial, in one line naming the key."""
+    sweep = tmp_path / "sweep"
+    args = search_args(tmp_path, "postgresql+psycopg://postgres@127.0.0.1:1/none", 2, f"hydra.sweep.dir={sweep}")
+    result = run_main("train", *args)
+    assert result.returncode == 2
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert line.startswith(
+        "error: hydra.sweeper.storage=postgresql+psycopg://postgres@127.0.0.1:1/none cannot be opened"
+    )
+    assert "Traceback" not in result.stderr and not trial_dirs(sweep)
