@@ -11,7 +11,7 @@ TORCH ?= torch==2.13.0
 CORPUS := data/tinyshakespeare/input.txt
 SHARED_CORPUS := ../shared/data/tinyshakespeare/input.txt
 
-.PHONY: train tensorboard test test-fast gpu-check gpu-wheels lint lock corpus clean-outputs exercise check-exercise train-exercise exercise-reset
+.PHONY: train tensorboard test test-fast gpu-check gpu-wheels lint lock corpus postgres-up postgres-down clean-outputs exercise check-exercise train-exercise exercise-reset
 
 # torch through pip (the CPU build lies in pip's find-links here), everything else through uv at
 # the versions of constraints.txt: the versions the tests passed with, installed in parallel.
@@ -47,6 +47,13 @@ browser:
 	@command -v firefox-esr >/dev/null || { echo "installing Debian's firefox-esr for tests/explorer/test_firefox.py"; \
 		$(SUDO) apt-get install -y firefox-esr >/dev/null || \
 		{ $(SUDO) apt-get update >/dev/null && $(SUDO) apt-get install -y firefox-esr >/dev/null; }; }
+
+# A local PostgreSQL for an Optuna search's study (scripts/postgres.sh; docs/scaling.md): prints its URL.
+# The tests of shared searches start their own (tests/sweeps/conftest.py).
+postgres-up:
+	@scripts/postgres.sh up
+postgres-down:
+	@scripts/postgres.sh down
 
 train: $(BIN)/.installed corpus
 	$(BIN)/python -m src.train $(ARGS)

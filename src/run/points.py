@@ -46,14 +46,14 @@ def name_of(overrides: Sequence[str], swept: set[str] | frozenset[str]) -> str:
 
 def sweep_points(overrides: list[str]) -> list[list[str]]:
     """Every combination a basic multirun would launch (`a=1,2 b=3,4` gives four), in its order; a key
-    given twice takes the later value, at its first place."""
+    given twice takes the later value, at its first place. An interval is one point, at its low end."""
     choices: dict[str, list[str]] = {}
     for o in OverridesParser.create().parse_overrides(overrides):
         try:
             values = o.sweep_string_iterator() if o.is_sweep_override() else [o.get_value_element_as_str()]
             choices[o.get_key_element()] = [f"{o.get_key_element()}={v}" for v in values]  # as a job's overrides
-        except HydraException:  # a search space (an Optuna interval): its sweeper draws the values
-            choices[o.get_key_element()] = [o.input_line]
+        except HydraException:  # an Optuna interval, whose values the sweeper draws: its low end stands for them
+            choices[o.get_key_element()] = [f"{o.get_key_element()}={o.value().start!r}"]
     return [list(point) for point in itertools.product(*choices.values())]
 
 
@@ -71,9 +71,9 @@ def check_sweeper_keys(overrides: list[str]) -> None:
     """The sweeper's own counts, which no schema types (n_trials=0 was a traceback from Optuna)."""
     for override in overrides:
         key, _, value = override.partition("=")
-        if key in ("hydra.sweeper.n_trials", "hydra.sweeper.n_jobs"):
+        if key == "hydra.sweeper.n_trials":
             parsed = OverridesParser.create().parse_overrides([override])[0].value() if value else value
-            positive_int(key, parsed, "how many trials the search runs" if key.endswith("trials") else "")
+            positive_int(key, parsed, "how many trials the search runs")
 
 
 SEARCH_SPACE = "hydra.sweeper.params."

@@ -1,6 +1,7 @@
 """A sweep of training runs (docs/sweeps.md): checks.py before it starts, job.py for each job, resources.py
-for the machine parallel jobs share, launcher.py for hydra/launcher=parallel, summary.py, analysis.py and
-figure.py at its end. A single run loads only this file, for the Hydra callback below."""
+for the machine parallel jobs share, launcher.py for hydra/launcher=parallel, search.py for an Optuna
+search (hparams_search=optuna), summary.py, analysis.py and figure.py at its end. A single run loads only
+this file, for the Hydra callback below."""
 
 from __future__ import annotations
 

@@ -43,9 +43,9 @@ OmegaConf.register_new_resolver("parallel_jobs", parallel_jobs, replace=True)
 
 
 def sweep_size(hydra_cfg: DictConfig) -> int | None:
-    """How many jobs the sweeper hands the launcher at once: the grid's size, or Optuna's batch."""
-    if "n_jobs" in hydra_cfg.sweeper:  # Optuna: trials are launched n_jobs at a time
-        return int(hydra_cfg.sweeper.n_jobs)
+    """How many jobs the sweeper hands the launcher at once: the grid's size, or Optuna's one trial."""
+    if "n_trials" in hydra_cfg.sweeper:  # Optuna: one trial at a time (src/sweeps/search.py)
+        return 1
     sweep_file = Path(hydra_cfg.sweep.dir) / "multirun.yaml"
     if not sweep_file.is_file():
         return None

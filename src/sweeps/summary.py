@@ -142,7 +142,7 @@ def finish(config: DictConfig, stopped: str | None = None, total: int | None = N
     if stopped is not None:
         print(f"error: {stop_line(stopped, rows, total or sweep_size(config.hydra) or len(rows))}", file=sys.stderr)
         sys.exit(exit_status(stopped))
-    failed = [r["job"] for r in rows if r.get("status") != "ok"]
+    failed = [r["job"] for r in rows if r.get("status") not in ("ok", "pruned")]  # pruned: Optuna stopped it
     if failed:
         print(f"error: {len(failed)} of {len(rows)} jobs failed: {failed}", file=sys.stderr)
         sys.exit(1)
