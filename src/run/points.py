@@ -14,7 +14,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
-from src.rules import positive_int
+from src.rules import ConfigError, positive_int
 from src.run import record
 from src.run.record import NOT_HYPERPARAMETERS
 
@@ -74,6 +74,11 @@ def check_sweeper_keys(overrides: list[str]) -> None:
         if key == "hydra.sweeper.n_trials":
             parsed = OverridesParser.create().parse_overrides([override])[0].value() if value else value
             positive_int(key, parsed, "how many trials the search runs")
+        if key.lstrip("+") == "hydra.sweeper.n_jobs":  # Hydra's own Optuna sweeper had it
+            raise ConfigError(
+                "hydra.sweeper.n_jobs is gone: trials in parallel are workers, each a process given the same "
+                "hydra.sweeper.storage (docs/scaling.md, 'Searches across machines')"
+            )
 
 
 SEARCH_SPACE = "hydra.sweeper.params."

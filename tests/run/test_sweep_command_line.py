@@ -22,6 +22,7 @@ from tests.helpers import assert_refused, run_in_process, run_main, tiny_trainin
         (["hparams_search=optuna", "hydra.sweeper.n_trials=0"], "error: hydra.sweeper.n_trials must be a positive"),
         (["-m", "hparams_search=optuna", "hydra.sweeper.n_trials=-1"], "error: hydra.sweeper.n_trials must be"),
         (["-m", "model.num_heads=1,2,"], "error: cannot parse the override 'model.num_heads=1,2,': quote a value"),
+        (["hparams_search=optuna", "hydra.sweeper.n_jobs=2"], "error: hydra.sweeper.n_jobs is gone: trials in para"),
     ],
 )
 def test_a_sweeps_bad_command_line_is_one_line(capsys, argv, said):
