@@ -215,7 +215,7 @@ def command_help(config_name: str, *, _root_: DictConfig) -> str:
     out = [f"python -m src.{config_name} [key=value ...] [-m]", "", textwrap.fill(option_line(".", config_name), width)]
 
     def row(left: str, text: str, pad: int) -> list[str]:
-        wrapped = textwrap.wrap(text, max(width - pad - 4, 30)) or [""]
+        wrapped = textwrap.wrap(text, max(width - pad - 4, 30), break_on_hyphens=False) or [""]
         return [f"  {left:<{pad}}  {wrapped[0]}"] + [" " * (pad + 4) + more for more in wrapped[1:]]
 
     choices = dict(reversed(list(_root_.hydra.runtime.choices.items())))  # in the defaults list's order

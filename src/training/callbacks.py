@@ -161,9 +161,9 @@ class Throughput(L.Callback):
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.per_token = training_flops_per_token(pl_module.model, pl_module.model.context_window)
         self.peak, source = peak_flops(trainer.strategy.root_device, trainer.precision, self.configured)
-        if trainer.is_global_zero:
-            shown = f"{self.peak / 1e12:.3g} TFLOP/s ({source})" if self.peak is not None else source
-            log.info(f"MFU peak per device: {shown}")
+        shown = f"{self.peak / 1e12:.3g} TFLOP/s ({source})" if self.peak is not None else source
+        if trainer.is_global_zero and (self.peak is not None or trainer.strategy.root_device.type != "cpu"):
+            log.info(f"MFU peak per device: {shown}")  # a CPU has none, and every CPU run saying so was noise
 
     def report(self, trainer: L.Trainer, pl_module: L.LightningModule, tokens_per_second: float) -> None:
         pl_module.log("train/tokens_per_sec", tokens_per_second, prog_bar=True)

@@ -136,4 +136,4 @@ def test_a_cpu_training_run_logs_flops_but_no_mfu_to_tensorboard(trained):
     s = scalars(run_dir)
     assert [step for step, _ in s["train/flops_per_sec"]] == [step for step, _ in s["loss/train"]]
     assert "train/mfu" not in s  # no stable peak on a CPU unless configured
-    assert "MFU peak per device: no stable peak on a CPU" in output
+    assert "MFU peak per device" not in output  # issue 47: every CPU run said it has no MFU
