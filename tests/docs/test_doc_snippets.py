@@ -64,6 +64,17 @@ def test_every_documented_command_line_composes(page: str, line: str, capsys):
             pytest.fail(f"{page}: `{line}` is refused: {capsys.readouterr().err.strip()}")
 
 
+ELSEWHERE = [(page, block) for page in PAGES if page.name != "export.md" for block in code_blocks(page, "python")]
+
+
+@pytest.mark.parametrize(("page", "block"), ELSEWHERE, ids=[str(p.relative_to(ROOT)) for p, _ in ELSEWHERE])
+def test_the_python_of_the_other_pages_prints_what_its_comments_say(page: Path, block: str):
+    """`print(x)  # what it prints`: the comment is what a reader will see."""
+    printed, _ = run_python(block)
+    promised = re.findall(r"^print\(.*\)\s+#\s*(.+)$", block, flags=re.MULTILINE)
+    assert promised and all(text.strip() in printed for text in promised), printed
+
+
 LIBRARIES = ("transformers", "src.export.lens", "mlflow")  # what each Python block of docs/export.md opens
 
 
