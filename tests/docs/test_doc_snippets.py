@@ -1,7 +1,7 @@
 """Every command and snippet of README.md and docs/ runs as written (issue 47): each `python -m src.<command>`
 line of a code block is composed by the command's own pre-check, so a renamed key or option in the docs
 fails here; docs/export.md's Python runs offline against a tiny run and its exports, named as the page
-names them, and the export's closing lines run as printed."""
+names them, and the export's closing lines run as printed; the other pages' Python prints what its comments say."""
 
 from __future__ import annotations
 
