@@ -22,7 +22,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig
 
 from src.rules import ConfigError, unknown_key
-from src.training.tensorboard import TAGS, flatten
+from src.training.tensorboard import TAGS, flatten, shown_path
 
 HYDRA_KEYS = ("_target_", "_partial_", "_recursive_", "_convert_", "_args_")
 
@@ -63,6 +63,10 @@ class CSV(Renamed, CSVLogger):
         flush_logs_every_n_steps: int = 100,
     ) -> None:
         super().__init__(save_dir, name, version, prefix, flush_logs_every_n_steps)
+
+    def metrics_line(self) -> str:
+        """Where the run's metrics went, said when it ends (src/run/finish.py)."""
+        return f"metrics (logger=csv): {shown_path(Path(self.log_dir) / 'metrics.csv')}, a row per logged step"
 
     @rank_zero_only
     def log_session(self, params: Mapping[str, Any], varied: Iterable[str] = (), trial: str = "") -> None:
@@ -121,8 +125,7 @@ def create_sweep_store(config: DictConfig) -> None:
 
 class MLflow(Renamed, MLFlowLogger):
     """An MLflow run in a SQLite store under the run directory, or under the sweep directory for a
-    sweep's jobs, so that one store holds the whole sweep: `mlflow ui --backend-store-uri
-    sqlite:///<run or sweep dir>/mlflow/mlflow.db` shows it, MlflowClient(tracking_uri=...) reads it."""
+    sweep's jobs, so that one store holds the whole sweep; metrics_line says what reads it."""
 
     def __init__(
         self,
@@ -140,6 +143,14 @@ class MLflow(Renamed, MLFlowLogger):
             **mlflow_store(self.store),
             prefix=prefix,
             synchronous=synchronous,
+        )
+
+    def metrics_line(self) -> str:
+        """Where the run's metrics went and what reads them with the trackers extra, said when it ends."""
+        uri = f"sqlite:///{shown_path(self.store / 'mlflow.db')}"
+        return (
+            f"metrics (logger=mlflow): MlflowClient(tracking_uri={uri!r}) reads them; "
+            f"mlflow ui --backend-store-uri {uri} after pip install mlflow (docs/export.md)"
         )
 
     @property

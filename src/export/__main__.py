@@ -49,6 +49,9 @@ class ExportSchema:
     paths: Any = setting(None, "where the data and the runs are kept (conf/paths)")
 
 
+ConfigStore.instance().store(name="export_schema", node=ExportSchema)  # conf/export.yaml names it
+
+
 def partial_of(out: Path) -> Path:
     return out.with_name(f".{out.name}.partial-{os.getpid()}")
 
@@ -138,17 +141,26 @@ def run(cfg: DictConfig) -> Path:
 
         hf_logging.disable_progress_bar()
         write_atomically(out, lambda folder: write_gpt2(trained, folder, lens=cfg.format == "transformerlens"))
+    folder = repr(str(out))
+    window = (
+        f"its context window is n_positions={trained.model.context_window}: "
+        "generate() stops there, longer text slides the window (docs/export.md)"
+    )
     hint = {
         "safetensors": f"python -m src.generate ckpt_path={out}",
-        "hf": f"GPT2LMHeadModel.from_pretrained('{out}') and PreTrainedTokenizerFast.from_pretrained('{out}')",
-        "transformerlens": f"TransformerBridge.boot_transformers('{out}') (from transformer_lens.model_bridge)",
+        "hf": (
+            "from transformers import GPT2LMHeadModel, PreTrainedTokenizerFast; "
+            f"model = GPT2LMHeadModel.from_pretrained({folder}); "
+            f"tokenizer = PreTrainedTokenizerFast.from_pretrained({folder})  # {window}"
+        ),
+        # TransformerBridge.boot_transformers alone prepends a BOS id past our vocabulary: boot() does not
+        "transformerlens": f"from src.export.lens import boot; bridge = boot({folder})  # {window}",
     }[cfg.format]
-    print(f"wrote {out} ({cfg.format}); open it with {hint}")
+    print(f"wrote {out} ({cfg.format}); open it with: {hint}")
     return out
 
 
 def main() -> None:
-    ConfigStore.instance().store(name="export_schema", node=ExportSchema)
     command("export", run)
 
 

@@ -123,6 +123,11 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, starte
         out = Path(cfg.paths.output_dir) / "explore.html"
         page = write_explorer(Path(best_path), out, cfg.paths.data_dir, prompt, trained=trained, excerpt=excerpt)
         log.info(f"see inside it: open {page.resolve().as_uri()}")
+    # Where the other loggers' metrics went (src/trackers.py), before TensorBoard's line, which stays last.
+    if not record.in_multirun():
+        for logger in trainer.loggers:
+            if hasattr(logger, "metrics_line"):
+                log.info(logger.metrics_line())
     # A sweep says it once, for all its jobs (SweepSummary); fast_dev_run and logger=null write no events.
     if not record.in_multirun() and any(isinstance(logger, TensorBoard) for logger in trainer.loggers):
         log.info(f"watch it: {watch_command(cfg.paths.log_dir, cfg.paths.output_dir)}")
