@@ -83,6 +83,7 @@ only when `dropout > 0 and training` (torch.nn.functional.dropout).""",
                 "test_attention.py::test_single_head_shapes_and_trace",
                 "test_attention.py::test_multi_head_equals_separate_heads_concatenated",
                 "test_attention.py::test_fused_attention_equals_plain",
+                "test_attention.py::test_dropout_drops_the_weights_in_training_only",
             ),
             "from src.model.attention import softmax",
         ),
@@ -119,6 +120,7 @@ gain and bias may be None (the notes' own model has neither): skip them then."""
             (
                 "test_layers.py::test_layer_norm_matches_torch",
                 "test_layers.py::test_layer_norm_uses_the_biased_variance",
+                "test_layers.py::test_layer_norm_adds_its_eps_inside_the_square_root",
             ),
         ),
         Exercise(
@@ -135,7 +137,10 @@ next character,
 computed as log softmax(z) = (z - max z) - log sum_k exp(z_k - max z), which never takes the log of an
 underflowed 0 (a logit of -1000 must give a loss of 2000, not inf). Average over the N positions
 unless reduction="none".""",
-            ("test_layers.py::test_cross_entropy_matches_torch_and_is_stable",),
+            (
+                "test_layers.py::test_cross_entropy_matches_torch_and_is_stable",
+                "test_layers.py::test_cross_entropy_per_position_with_reduction_none",
+            ),
         ),
         Exercise(
             "positions",
@@ -167,6 +172,7 @@ the keys and values of every position so far, (B, h, self.length + T, d_head). D
 self.length (advance() does, once every layer has run). Refuse to go past self.max_len with a
 ValueError.""",
             (
+                "test_sampling.py::test_kv_cache_update_returns_the_positions_so_far_and_refuses_more_than_max_len",
                 "test_sampling.py::test_kv_cache_generation_equals_uncached_also_past_the_window",
                 "test_sampling.py::test_cached_sampling_reproduces_uncached_with_the_same_generator",
             ),
