@@ -1,6 +1,6 @@
 """A pytest plugin (`pytest -p src.exercises.grading`): the project's tests run against the learner's
 version of the exercises SCRATCHGPT_EXERCISES names, and a failure says which step of the notes it
-is, with the notes' formula; the summary says what to do next."""
+is; the summary gives the notes' formula once per exercise and says what to do next."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from src.exercises import EXERCISES, Exercise, learner_file, use_selected
+from src.exercises import EXERCISES, Exercise, learner_file, restore, use_selected
 
 _chosen: list[Exercise] = []
 _failed: dict[str, list[tuple[str, str]]] = {}  # exercise -> [(test node id, first line of the error)]
@@ -18,7 +18,14 @@ _passed: dict[str, int] = {}  # exercise -> tests passed
 
 def pytest_configure(config: pytest.Config) -> None:
     """Before any test module is collected, so that `from src.model... import X` in them gets yours."""
+    _failed.clear()
+    _passed.clear()
     _chosen[:] = [EXERCISES[n] for n in use_selected()]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The reference back: a grading run inside a longer process (tests/exercises/test_mutants.py) ends clean."""
+    restore()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -29,8 +36,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     test = f"{file.rsplit('/', 1)[-1]}::{rest.split('[')[0]}"  # as the catalogue names it: basename::function
     for ex in [ex for ex in _chosen if test in ex.tests]:
         if report.failed:
-            words = f"exercise {ex.name}: the notes' step '{ex.step}' is not right yet.\n\n{ex.notes}"
-            report.sections.append(("the notes", words))
             message = call.excinfo.exconly().splitlines()[0] if call.excinfo else "failed"
             _failed.setdefault(ex.name, []).append((item.nodeid, message))
         elif report.when == "call" and report.passed:
@@ -49,7 +54,12 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
                 write(f"  {nodeid.rsplit('/', 1)[-1]}")
             for message in dict.fromkeys(message for _, message in failed):  # each error once
                 write(f"  {message[:300]}")
-            write(f"the notes' formula is in the docstring; run again: make check-exercise NAME={ex.name}")
+            write(f"exercise {ex.name}: the notes' step '{ex.step}' is not right yet.")
+            write("")
+            for line in ex.notes.splitlines():
+                write(f"  {line}" if line else "")
+            write("")
+            write(f"the notes' formula is also in the docstring; run again: make check-exercise NAME={ex.name}")
         else:
             write(f"exercise {ex.name}: all {passed} tests of the notes' step '{ex.step}' pass with your code.")
             write(f"Now train the model with it and compare with the reference: make train-exercise NAME={ex.name}")
