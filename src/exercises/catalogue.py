@@ -35,9 +35,12 @@ before the softmax, M[i, j] = -inf if j > i, else 0. Here it is a bool tensor, T
 
     causal_mask(3)[0, 0] = [[False, True,  True ],
                             [False, False, True ],
-                            [False, False, False]]""",
+                            [False, False, False]]
+
+With a sliding window w (window=w), query i sees keys i-w+1 .. i only: also True where j <= i - w.""",
             (
                 "test_attention.py::test_mask_of_five_positions_matches_the_notes",
+                "test_attention.py::test_a_sliding_window_also_masks_the_keys_older_than_w",
                 "test_attention.py::test_worked_example_of_the_notes",
                 "test_attention.py::test_masking_after_the_softmax_is_wrong",
                 "test_attention.py::test_plain_attention_equals_torch_kernel",

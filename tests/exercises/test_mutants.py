@@ -73,6 +73,12 @@ MUTANTS: dict[str, dict[str, str]] = {
         "True where j <= i (the past masked)": CAUSAL_MASK + "    return ones.tril().view(1, 1, T, T)\n",
         "shaped (T, T), no (1, 1) in front": CAUSAL_MASK + "    return ones.triu(diagonal=1)\n",
         "a float 0/1 mask, not a bool one": CAUSAL_MASK + "    return ones.triu(diagonal=1).float().view(1, 1, T, T)\n",
+        "the sliding window ignored": CAUSAL_MASK + "    return ones.triu(diagonal=1).view(1, 1, T, T)\n",
+        "the window one key too wide": CAUSAL_MASK
+        + "    mask = ones.triu(diagonal=1)\n"
+        + "    if window is not None:\n"
+        + "        mask = mask | ones.tril(diagonal=-window - 1)\n"
+        + "    return mask.view(1, 1, T, T)\n",
     },
     "softmax": {
         "no max subtracted (exp overflows)": SOFTMAX

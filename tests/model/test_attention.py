@@ -51,6 +51,13 @@ def test_mask_of_five_positions_matches_the_notes():
     assert causal_mask(3).expand(2, 4, 3, 3).shape == (2, 4, 3, 3)  # broadcasts to (B, h, T, T)
 
 
+def test_a_sliding_window_also_masks_the_keys_older_than_w():
+    mask = causal_mask(5, window=2)
+    assert mask.shape == (1, 1, 5, 5) and mask.dtype == torch.bool
+    i, j = torch.arange(5).view(5, 1), torch.arange(5).view(1, 5)
+    assert_close(mask[0, 0], (j > i) | (j <= i - 2))  # query i sees keys i-1 and i only
+
+
 def test_masking_after_the_softmax_is_wrong():
     torch.manual_seed(0)
     scores = torch.randn(6, 6)
