@@ -118,6 +118,13 @@ MUTANTS: dict[str, dict[str, str]] = {
     weights = softmax(scores, dim=-1)
     return weights @ V, weights
 """,
+        "the softmax over the queries, not the keys": ATTENTION
+        + """    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))
+    weights = softmax(scores, dim=-2)
+    return weights @ V, weights
+""",
         "dropout also at evaluation": ATTENTION
         + """    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
     if mask is not None:
@@ -261,6 +268,13 @@ MUTANTS: dict[str, dict[str, str]] = {
     pe[:, 1::2] = torch.cos(angle[:, 1::2])
     return pe.float()
 """,
+        "computed in float32": POSITIONS.replace("float64", "float32")
+        + """    angle = pos / 10000 ** (torch.arange(0, d, 2, dtype=torch.float32) / d)
+    pe = torch.zeros(max_len, d)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle[:, : d // 2])
+    return pe
+""",
         "returned in float64": POSITIONS
         + """    angle = pos / 10000 ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
     pe = torch.zeros(max_len, d, dtype=torch.float64)
@@ -279,6 +293,14 @@ MUTANTS: dict[str, dict[str, str]] = {
             "src.model.kv_cache",
             "KVCache",
             UPDATE + WRITE + "        return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]\n",
+        ),
+        "a full cache refused (end >= max_len, one too early)": method(
+            "src.model.kv_cache",
+            "KVCache",
+            UPDATE
+            + "        if end >= self.max_len:\n            raise ValueError('past max_len')\n"
+            + WRITE
+            + "        return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]\n",
         ),
         "only the new positions returned": method(
             "src.model.kv_cache", "KVCache", UPDATE + REFUSE + WRITE + "        return K, V\n"

@@ -51,10 +51,11 @@ def test_layer_norm_adds_its_eps_inside_the_square_root():
 
 @pytest.mark.parametrize("d", [6, 5])
 def test_sinusoidal_encoding_is_the_formula(d):
-    """Column 2i is sin(pos / 10000^(2i/d)), column 2i+1 its cosine; an odd width ends on a sine. float32."""
-    pe = sinusoidal_encoding(50, d)
+    """Column 2i is sin(pos / 10000^(2i/d)), column 2i+1 its cosine; an odd width ends on a sine. Computed in
+    float64, returned in float32: at position 255 (a 256 window) float32 angles are off by ~1e-5."""
+    pe = sinusoidal_encoding(256, d)
     column = [(math.sin if c % 2 == 0 else math.cos, c - c % 2) for c in range(d)]  # (sin or cos, 2i)
-    expected = torch.tensor([[f(pos / 10000 ** (two_i / d)) for f, two_i in column] for pos in range(50)])
+    expected = torch.tensor([[f(pos / 10000 ** (two_i / d)) for f, two_i in column] for pos in range(256)])
     assert_close(pe, expected, atol=1e-6, rtol=0)
 
 
