@@ -35,9 +35,12 @@ before the softmax, M[i, j] = -inf if j > i, else 0. Here it is a bool tensor, T
 
     causal_mask(3)[0, 0] = [[False, True,  True ],
                             [False, False, True ],
-                            [False, False, False]]""",
+                            [False, False, False]]
+
+With a sliding window w (window=w), query i sees keys i-w+1 .. i only: also True where j <= i - w.""",
             (
                 "test_attention.py::test_mask_of_five_positions_matches_the_notes",
+                "test_attention.py::test_a_sliding_window_also_masks_the_keys_older_than_w",
                 "test_attention.py::test_worked_example_of_the_notes",
                 "test_attention.py::test_masking_after_the_softmax_is_wrong",
                 "test_attention.py::test_plain_attention_equals_torch_kernel",
@@ -83,6 +86,7 @@ only when `dropout > 0 and training` (torch.nn.functional.dropout).""",
                 "test_attention.py::test_single_head_shapes_and_trace",
                 "test_attention.py::test_multi_head_equals_separate_heads_concatenated",
                 "test_attention.py::test_fused_attention_equals_plain",
+                "test_attention.py::test_dropout_drops_the_weights_in_training_only",
             ),
             "from src.model.attention import softmax",
         ),
@@ -119,6 +123,7 @@ gain and bias may be None (the notes' own model has neither): skip them then."""
             (
                 "test_layers.py::test_layer_norm_matches_torch",
                 "test_layers.py::test_layer_norm_uses_the_biased_variance",
+                "test_layers.py::test_layer_norm_adds_its_eps_inside_the_square_root",
             ),
         ),
         Exercise(
@@ -135,7 +140,10 @@ next character,
 computed as log softmax(z) = (z - max z) - log sum_k exp(z_k - max z), which never takes the log of an
 underflowed 0 (a logit of -1000 must give a loss of 2000, not inf). Average over the N positions
 unless reduction="none".""",
-            ("test_layers.py::test_cross_entropy_matches_torch_and_is_stable",),
+            (
+                "test_layers.py::test_cross_entropy_matches_torch_and_is_stable",
+                "test_layers.py::test_cross_entropy_per_position_with_reduction_none",
+            ),
         ),
         Exercise(
             "positions",
@@ -167,6 +175,7 @@ the keys and values of every position so far, (B, h, self.length + T, d_head). D
 self.length (advance() does, once every layer has run). Refuse to go past self.max_len with a
 ValueError.""",
             (
+                "test_sampling.py::test_kv_cache_update_returns_the_positions_so_far_and_refuses_more_than_max_len",
                 "test_sampling.py::test_kv_cache_generation_equals_uncached_also_past_the_window",
                 "test_sampling.py::test_cached_sampling_reproduces_uncached_with_the_same_generator",
             ),

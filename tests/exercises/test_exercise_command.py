@@ -80,6 +80,14 @@ def test_no_name_lists_the_exercises(mine, capsys):
     assert "start needs an exercise name" in capsys.readouterr().err
 
 
+def test_docs_learn_quotes_the_tests_each_exercise_lists(mine, capsys):
+    """Issue 47: docs/learn.md said 5/3/2/2 tests where 6/4/4/5 ran."""
+    table = dict(re.findall(r"^\| `(\w+)` \|.*\| (\d+) \|$", (ROOT / "docs" / "learn.md").read_text(), re.M))
+    assert main([]) == 0
+    listed = dict(re.findall(r"^  (\w+) .* (\d+) tests", capsys.readouterr().out, re.M))
+    assert table == listed == {name: str(len(ex.tests)) for name, ex in EXERCISES.items()}
+
+
 def test_every_blank_and_every_solution_is_python_that_loads(mine):
     for name in EXERCISES:
         for solution in (False, True):

@@ -45,7 +45,7 @@ def test_the_blank_fails_exactly_its_tests_and_names_the_notes_step(name, tmp_pa
     mapped = {node.split("/")[-1] for node in mapped_tests(name)}
     assert {f.split("/")[-1].split("[")[0] for f in failed} == mapped  # ... and only those
     step = EXERCISES[name].step
-    assert out.count(f"exercise {name}: the notes' step '{step}' is not right yet.") == collected
+    assert out.count(f"exercise {name}: the notes' step '{step}' is not right yet.") == 1  # the notes once
     assert f"NotImplementedError: exercise {name}, the notes' step '{step}': write this body" in out
 
 
@@ -63,4 +63,4 @@ def test_every_reference_solution_copied_in_passes_its_tests(tmp_path, monkeypat
     for name, ex in EXERCISES.items():
         summary = rf"^exercise {name}: all (\d+) tests of the notes' step '{ex.step}' pass"
         passed = re.search(summary, result.stdout, re.M)
-        assert passed and int(passed.group(1)) >= len(ex.tests), result.stdout[-3000:]
+        assert passed and int(passed.group(1)) == len(ex.tests), result.stdout[-3000:]  # as the catalogue lists

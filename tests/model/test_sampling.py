@@ -14,6 +14,8 @@ from src.model.generation import (
     sample_generators,
     stream,
 )
+from src.model.kv_cache import KVCache
+from tests.model.compare import assert_close
 from tests.model.tiny_models import VOCAB, tiny_model
 
 
@@ -25,7 +27,7 @@ def test_kv_cache_generation_equals_uncached_also_past_the_window(kind, fused):
     cached = generate(model, prompt, n, greedy=True, use_cache=True)
     uncached = generate(model, prompt, n, greedy=True, use_cache=False)
     assert cached.shape == (2, 3 + n)
-    assert torch.equal(cached, uncached)
+    assert_close(cached, uncached)
 
 
 def test_cached_sampling_reproduces_uncached_with_the_same_generator():
@@ -35,7 +37,26 @@ def test_cached_sampling_reproduces_uncached_with_the_same_generator():
         generate(model, prompt, 30, temperature=0.9, top_k=5, use_cache=c, generator=torch.Generator().manual_seed(7))
         for c in (True, False)
     ]
-    assert torch.equal(runs[0], runs[1])
+    assert_close(runs[0], runs[1])
+
+
+def test_kv_cache_update_returns_the_positions_so_far_and_refuses_more_than_max_len():
+    torch.manual_seed(0)
+    cache = KVCache(num_layers=2, batch_size=1, num_heads=2, max_len=5, d_head=3)
+    K, V = torch.randn(1, 2, 3, 3), torch.randn(1, 2, 3, 3)  # 3 positions
+    keys, values = cache.update(1, K, V)
+    assert_close(keys, K)  # the 3 filled positions, not the 5 slots
+    assert_close(values, V)
+    assert cache.length == 0  # advance() moves it, once every layer has run
+    assert_close(cache.keys[0], torch.zeros(1, 2, 5, 3))  # layer 0's slots untouched
+    cache.advance(3)
+    K_new, V_new = torch.randn(1, 2, 2, 3), torch.randn(1, 2, 2, 3)  # 2 more: 5, the whole cache
+    keys, values = cache.update(1, K_new, V_new)
+    assert_close(keys, torch.cat([K, K_new], dim=2))
+    assert_close(values, torch.cat([V, V_new], dim=2))
+    cache.advance(2)
+    with pytest.raises(ValueError):  # a sixth position: refused, not dropped or written past the end
+        cache.update(1, K_new[:, :, :1], V_new[:, :, :1])
 
 
 def test_a_prompt_longer_than_the_window_is_cropped():
