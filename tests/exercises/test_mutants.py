@@ -382,6 +382,7 @@ def test_every_exercise_has_mutants():
     assert all(len(mutants) >= 4 for mutants in MUTANTS.values())
 
 
+@pytest.mark.slow  # 46 gradings in-process: about 50 s
 @pytest.mark.parametrize("name", list(EXERCISES))
 def test_the_reference_passes_and_every_mutant_fails_a_graded_test(name, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(FOLDER_VARIABLE, str(tmp_path))
