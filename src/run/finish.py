@@ -99,6 +99,9 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, starte
         log.info(f"fast_dev_run: val loss {best:.4f} over one batch; no checkpoint is written in this mode")
     elif validated:
         log.info(f"best val loss {best:.4f} -> {best_path}")
+    heads = next((c.became_line() for c in trainer.callbacks if isinstance(c, TrackHeads)), None)
+    if heads:
+        log.info(heads)
     # What follows runs once, after training: its modules are imported here, not while the run starts.
     from src.model.generation import sample_text
     from src.training.checkpoint import load_trained

@@ -233,8 +233,34 @@ class TrackHeads(L.Callback):
         for logger in loggers:
             logger.log_picture(GLANCE_TAG, image, trainer.global_step)
 
+    def became(self) -> list[dict[str, Any]]:
+        """Each head that became a kind, with the first validation at which it was one, earliest first."""
+        first: dict[tuple[int, int, str], int] = {}
+        for s in self.snapshots:
+            for layer, row in enumerate(s["kinds"]):
+                for head, kind in enumerate(row):
+                    if kind is not None:
+                        first.setdefault((layer, head, kind), s["step"])
+        found = [
+            {"layer": layer, "head": head, "kind": kind, "step": step} for (layer, head, kind), step in first.items()
+        ]
+        return sorted(found, key=lambda b: (b["step"], b["layer"], b["head"]))
+
+    def became_line(self) -> str | None:
+        """The run's closing line on its heads: when each first became a kind (docs/heads.md)."""
+        became = self.became()
+        if not became:
+            return None
+        shown = [
+            f"layer {b['layer']} head {b['head']} {b['kind'].replace('_', '-')} at step {b['step']}" for b in became
+        ]
+        more = f", and {len(shown) - 6} more (result.json)" if len(shown) > 6 else ""
+        return "heads that became a kind: " + "; ".join(shown[:6]) + more
+
     def summary(self) -> dict[str, Any] | None:
-        """result.json's "heads": the last validation's counts and best scores, and every head's scores."""
+        """result.json's "heads": the last validation's counts and best scores, every head's scores, and when
+        each head first became a kind."""
         if self.last is None:
             return None
-        return {**self.last.summary(), "scores": {m: self.last.scores[m].tolist() for m in MEASURES}}
+        scores = {m: self.last.scores[m].tolist() for m in MEASURES}
+        return {**self.last.summary(), "scores": scores, "became": self.became()}

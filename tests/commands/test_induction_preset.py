@@ -45,6 +45,8 @@ def test_the_preset_grows_an_induction_head_within_its_minutes(tmp_path):
     assert last["in_context"] < -1.0 and last["in_context_text"] < 0, last
     heads = json.loads((run / "result.json").read_text())["heads"]
     assert heads["induction_heads"] >= 1 and heads["best_induction"] > 0.5
+    first_induction = min(b["step"] for b in heads["became"] if b["kind"] == "induction")  # issue 47 item 4
+    assert 0 < first_induction <= last["step"] and "heads that became a kind: " in result.stderr + result.stdout
 
     # A head that attends a fixed distance back scores high on the probe's one length only (the
     # preset's head before smeared keys: 0.68 on 16-letter repeats, 0.05 on 12); an induction head

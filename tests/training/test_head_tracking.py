@@ -113,3 +113,28 @@ def test_a_resumed_run_keeps_the_snapshots_before_its_step_and_carries_on(tmp_pa
     after = json.loads((run / "head_scores.json").read_text())["snapshots"]
     assert [s["step"] for s in after] == [0, 20, 40]  # no second step 0: a resumed run does not validate there
     assert after[:2] == before
+
+
+def test_the_run_says_when_each_head_first_became_a_kind(tmp_path):
+    """Issue 47 item 4: neither the terminal nor result.json said at which step a head first became a kind."""
+    from src.training.heads import TrackHeads
+
+    track = TrackHeads(prompt="To be", path=tmp_path / "head_scores.json")
+    kinds = [
+        [[None, None], [None, None]],
+        [[None, "previous_token"], [None, None]],
+        [[None, "previous_token"], ["induction", None]],
+        [[None, None], ["induction", "induction"]],  # a head may stop being its kind: its first step stays
+    ]
+    track.snapshots = [{"step": 100 * i, "kinds": k} for i, k in enumerate(kinds)]
+    assert track.became() == [
+        {"layer": 0, "head": 1, "kind": "previous_token", "step": 100},
+        {"layer": 1, "head": 0, "kind": "induction", "step": 200},
+        {"layer": 1, "head": 1, "kind": "induction", "step": 300},
+    ]
+    assert track.became_line() == (
+        "heads that became a kind: layer 0 head 1 previous-token at step 100; layer 1 head 0 induction at step 200; "
+        "layer 1 head 1 induction at step 300"
+    )
+    track.snapshots = track.snapshots[:1]
+    assert track.became() == [] and track.became_line() is None
