@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -273,6 +274,27 @@ class SignalsAfterStep(Callback):
         if trainer.global_step == self.step:
             for signum in self.signums:
                 os.kill(os.getpid(), signum)
+
+
+class PauseAt(Callback):
+    """Pauses each rank as optimizer step `step` ends, for a test to act on the run from outside at a known
+    step (scancel, scontrol, kill -9) without racing it: writes `<folder>/rank<r>.pid`, then waits until a
+    stop signal reached the run or `<folder>/go` exists (at most 5 minutes):
+    `+callbacks.pause._target_=tests.helpers.PauseAt +callbacks.pause.step=3 +callbacks.pause.folder=...`."""
+
+    def __init__(self, step: int, folder: str):
+        self.step, self.folder = step, Path(folder)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        from src.training.callbacks import GracefulInterrupt
+
+        if trainer.global_step != self.step:
+            return
+        (self.folder / f"rank{trainer.global_rank}.pid").write_text(str(os.getpid()))
+        interrupt = next(c for c in trainer.callbacks if isinstance(c, GracefulInterrupt))
+        deadline = time.monotonic() + 300
+        while interrupt.received is None and not (self.folder / "go").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 class NaNOnRank(Callback):

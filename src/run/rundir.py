@@ -58,6 +58,12 @@ def run_folder(timestamped: str) -> str:
 OmegaConf.register_new_resolver("run_folder", run_folder, replace=True)
 # Only rank 0 writes the run's .hydra/ and train.log; rank k logs to train_rank_k.log.
 OmegaConf.register_new_resolver("rank_zero", lambda value: value if launched_rank() == 0 else None, replace=True)
+# hydra/launcher=slurm's request: `${on_gpu:${trainer.accelerator},<GPU trainers'>,<CPU trainers'>}`
+# (auto counts as a GPU: the cluster's nodes, not the login node, decide what it finds).
+OmegaConf.register_new_resolver(
+    "on_gpu", lambda accelerator, gpu, cpu: cpu if str(accelerator) == "cpu" else gpu, replace=True
+)
+OmegaConf.register_new_resolver("times", lambda a, b: a * b, replace=True)
 OmegaConf.register_new_resolver(
     "rank_log", lambda name: name if launched_rank() == 0 else f"{name}_rank_{launched_rank()}", replace=True
 )

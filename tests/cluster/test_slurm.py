@@ -1,0 +1,149 @@
+"""SLURM for real: a one-node cluster on this machine (scripts/slurm.sh, the `slurm` fixture), real
+sbatch and srun, DDP over gloo on its CPUs. What tests/run/ proves by setting SLURM's variables around the
+code, proven here against slurmctld and slurmd: the submitit launcher's sweep, srun's ranks, pre-emption
+and requeue, the time limit, a lost task, and a request no node can hold."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import ROOT, run_cli, run_main, scalars, tiny_training
+
+pytestmark = pytest.mark.slow  # each starts jobs on the cluster (and the first, the cluster)
+
+QUIET = ["sample.max_new_tokens=0", "callbacks.sample_text=null", "callbacks.attention_maps=null", "explorer=false"]
+TINY = ["model.num_layers=1", *QUIET]
+
+
+def job(job_id: str) -> dict[str, str]:
+    """What slurmctld knows of a job (`scontrol show job`): JobState, Restarts, ExitCode, ..."""
+    shown = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True, check=True)
+    return dict(re.findall(r"(\w+)=(\S*)", shown.stdout))
+
+
+def wait_for(what: str, done: Callable[[], Any], timeout: float, every: float = 0.2) -> Any:
+    """Polls done() until it returns something true, failing with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = done()
+        if found:
+            return found
+        time.sleep(every)
+    raise AssertionError(f"{what}: not after {timeout:.0f} s")
+
+
+FINISHED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL"}
+
+
+def wait_finished(job_id: str, timeout: float) -> dict[str, str]:
+    """The job once SLURM says it ended (not while it is only completing, or requeued)."""
+    return wait_for(f"SLURM job {job_id} to end", lambda: (j := job(job_id))["JobState"] in FINISHED and j, timeout)
+
+
+def sbatch(folder: Path, lines: list[str], *options: str) -> str:
+    """Submits a batch script (its output in folder/job.out, appended to across requeues); its job id."""
+    script = folder / "job.sh"
+    head = [f"#SBATCH --output={folder / 'job.out'}", "#SBATCH --open-mode=append", *(f"#SBATCH {o}" for o in options)]
+    script.write_text("\n".join(["#!/bin/bash", *head, "set -e", *lines]) + "\n")
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", f"--chdir={ROOT}", str(script)], capture_output=True, text=True, check=True
+    )
+    return submitted.stdout.strip().split(";")[0]
+
+
+def train_lines(log_dir: Path, *extra: str) -> str:
+    """`srun python -m src.train ...` of a tiny run, for a batch script."""
+    args = tiny_training(log_dir, *TINY, *extra)
+    return f"srun {sys.executable} -m src.train " + " ".join(f"'{a}'" for a in args)
+
+
+def errors(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("error:") or "Traceback" in line]
+
+
+def test_a_sweep_through_the_slurm_launcher_runs_each_point_as_a_two_task_ddp_job(tmp_path, slurm):
+    """No GPU, core or memory typed: the preset asks a CPU trainer's jobs for what they need."""
+    sweep = tmp_path / "sweep"
+    args = ["-m", "hydra/launcher=slurm", f"hydra.sweep.dir={sweep}"]
+    args += tiny_training(tmp_path, "trainer=ddp_cpu", "trainer.devices=2", *TINY, "trainer.max_steps=4")
+    result = run_cli("train", *args, "trainer.val_check_interval=4", "model.embedding_dim=32,48", timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = [json.loads((sweep / str(n) / "result.json").read_text()) for n in (0, 1)]
+    assert [r["status"] for r in records] == ["ok", "ok"] and [r["steps"] for r in records] == [4, 4]
+    assert records[0]["parameters"] < records[1]["parameters"]  # each job ran its own point
+    for n, point in enumerate(("embedding_dim=32", "embedding_dim=48")):  # a TensorBoard run per point, named after it
+        assert len(list((sweep / str(n) / "tensorboard" / point).glob("events.out.tfevents.*"))) == 1
+        assert [s for s, _ in scalars(sweep / str(n), f"tensorboard/{point}")["loss/val"]] == [0, 4]
+        assert (sweep / str(n) / "train_rank_1.log").is_file()  # rank 1 of the job's 2 tasks
+    assert sorted(p.name for p in sweep.iterdir() if p.name.isdigit()) == ["0", "1"]
+    table = [line for line in (sweep / "summary.md").read_text().splitlines() if re.match(r"\| [01] \|", line)]
+    assert len(table) == 2 and all(line.rstrip().endswith("| ok |") for line in table)
+    (submitted,) = {p.read_text() for p in sweep.glob(".submitit/*/*_submission.sh")}  # one array job
+    asked = dict(re.findall(r"#SBATCH --([\w-]+)=(\S+)", submitted))
+    assert (asked["ntasks-per-node"], asked["cpus-per-task"], asked["mem"]) == ("2", "1", "4GB"), asked
+    assert "gpus-per-node" not in asked or asked["gpus-per-node"] == "0", asked
+
+
+@pytest.mark.parametrize(
+    "asked, line",
+    [
+        (
+            ["hydra.launcher.mem_gb=100000"],
+            r"error: hydra\.launcher\.mem_gb=100000: the largest node of partition "
+            r"debug has \d+ GB: set hydra\.launcher\.mem_gb to at most \d+",
+        ),
+        (
+            ["trainer.devices=64"],
+            r"error: hydra\.launcher\.cpus_per_task=1: 64 tasks per node \(trainer\.devices\) "
+            r"x 1 cores = 64, but the largest node of partition debug has \d+ cores: .*",
+        ),
+        (
+            ["hydra.launcher.partition=gpu"],
+            r"error: hydra\.launcher\.partition=gpu: SLURM has no such partition "
+            r"\(sinfo lists: debug\): set one of them",
+        ),
+    ],
+)
+def test_a_job_no_node_can_hold_is_refused_in_one_line_naming_the_setting(tmp_path, slurm, asked, line):
+    """sbatch itself refuses the memory ("Memory specification can not be satisfied", a submitit traceback),
+    and takes more cores than any node has, the job then pending forever (squeue: PartitionConfig)."""
+
+    def jobs() -> set[str]:
+        return set(subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split())
+
+    before = jobs()
+    args = tiny_training(tmp_path, "trainer=ddp_cpu", "trainer.devices=2", *TINY, *asked)
+    result = run_main("train", "-m", "hydra/launcher=slurm", f"hydra.sweep.dir={tmp_path / 'sweep'}", *args)
+    assert result.returncode == 2 and re.fullmatch(line, "\n".join(errors(result.stderr))), result.stderr[-3000:]
+    assert jobs() <= before  # nothing submitted
+    assert not list(tmp_path.rglob(".submitit"))
+
+
+def test_srun_of_two_ranks_in_an_sbatch_job_trains_as_one_process_with_their_global_batch(tmp_path, slurm):
+    run = ["data.sampling=epoch", "trainer.max_steps=8", "trainer.val_check_interval=8"]
+    single = run_main("train", *tiny_training(tmp_path / "single", *TINY, *run, "data.batch_size=16"))
+    assert single.returncode == 0, single.stderr[-3000:]
+    (single_result,) = (tmp_path / "single").glob("*/*/result.json")
+
+    log_dir = tmp_path / "ranks"
+    line = train_lines(log_dir, "trainer=ddp_cpu", "trainer.devices=2", *run)
+    job_id = sbatch(tmp_path, [line], "--ntasks-per-node=2", "--cpus-per-task=1", "--mem=4G")
+    ended = wait_finished(job_id, 300)
+    output = (tmp_path / "job.out").read_text()
+    assert ended["JobState"] == "COMPLETED", output[-3000:]
+    run_dir = log_dir / "slurm" / f"{job_id}.0"  # srun's ranks share one run directory: <job>.<step>
+    assert list(log_dir.rglob("result.json")) == [run_dir / "result.json"]
+    assert (run_dir / "train_rank_1.log").is_file()
+    assert len(list((run_dir / "tensorboard").glob("events.out.tfevents.*"))) == 1
+    ours, theirs = json.loads((run_dir / "result.json").read_text()), json.loads(single_result.read_text())
+    assert ours["steps"] == theirs["steps"] == 8
+    assert ours["best_val_loss"] == pytest.approx(theirs["best_val_loss"], abs=1e-4)
