@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import OverrideType
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
@@ -179,9 +180,26 @@ def continue_run(argv: list[str]) -> list[str]:
     saved = record.saved_overrides(run_dir)
     if checkpoint.parent.name != "checkpoints" or saved is None:
         return argv
-    previous = [o for o in saved if not o.startswith(("ckpt_path=", "hydra."))]
     typed = [a for a in argv if not a.startswith("ckpt_path=")]
+    previous = not_typed_again([o for o in saved if not o.startswith(("ckpt_path=", "hydra."))], typed)
     return [*previous, *typed, quoted("ckpt_path", checkpoint), quoted("hydra.run.dir", run_dir)]
+
+
+def not_typed_again(previous: list[str], typed: list[str]) -> list[str]:
+    """The run's own overrides less those typed again alike (`+key=...`, `~key`), which Hydra refuses twice:
+    a requeued SLURM job runs its first command again, `+callbacks...` and all."""
+    parser = OverridesParser.create()
+    try:
+        again = {(o.key_or_group, o.package, o.type) for o in parser.parse_overrides(typed)}
+        parsed = parser.parse_overrides(previous)
+    except HydraException:
+        return previous  # the command's checks name the typo
+    twice = {OverrideType.ADD, OverrideType.DEL}
+    return [
+        p
+        for p, o in zip(previous, parsed, strict=True)
+        if o.type not in twice or (o.key_or_group, o.package, o.type) not in again
+    ]
 
 
 def requeued_run(log_dir: str | Path) -> str | None:

@@ -6,7 +6,9 @@ and requeue, the time limit, a lost task, and a request no node can hold."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -16,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from src.training.checkpoint import read_checkpoint
 from tests.helpers import ROOT, run_cli, run_main, scalars, tiny_training
 
 pytestmark = pytest.mark.slow  # each starts jobs on the cluster (and the first, the cluster)
@@ -147,3 +150,109 @@ def test_srun_of_two_ranks_in_an_sbatch_job_trains_as_one_process_with_their_glo
     ours, theirs = json.loads((run_dir / "result.json").read_text()), json.loads(single_result.read_text())
     assert ours["steps"] == theirs["steps"] == 8
     assert ours["best_val_loss"] == pytest.approx(theirs["best_val_loss"], abs=1e-4)
+
+
+def paused_at(step: int, folder: Path) -> list[str]:
+    """The run pauses as `step` ends (tests.helpers.PauseAt) until a stop signal reaches it or folder/go exists."""
+    return [
+        "+callbacks.pause._target_=tests.helpers.PauseAt",
+        f"+callbacks.pause.step={step}",
+        f"+callbacks.pause.folder={folder}",
+    ]
+
+
+def reference_run(log_dir: Path, *run: str) -> Path:
+    """The same run uninterrupted, in this process: its run directory."""
+    done = run_main("train", *tiny_training(log_dir, *TINY, *run))
+    assert done.returncode == 0, done.stderr[-3000:]
+    (result,) = log_dir.glob("*/*/result.json")
+    return result.parent
+
+
+def train_losses(run_dir: Path) -> dict[int, float]:
+    return dict(scalars(run_dir)["loss/train"])
+
+
+def test_a_preempted_job_saves_between_steps_requeues_itself_and_resumes_to_the_uninterrupted_losses(tmp_path, slurm):
+    """`scancel --signal=USR1` reaches the job's task as SLURM's pre-emption notice does (`--signal=USR1@90`)."""
+    run = ["trainer.max_steps=8", "trainer.val_check_interval=4"]
+    reference = reference_run(tmp_path / "reference", *run)
+    log_dir = tmp_path / "outputs"
+    line = train_lines(log_dir, *run, *paused_at(3, tmp_path))
+    job_id = sbatch(tmp_path, [line], "--requeue", "--ntasks-per-node=1", "--cpus-per-task=1", "--mem=2G")
+    wait_for("the run paused at step 3", (tmp_path / "rank0.pid").is_file, 300)
+    subprocess.run(["scancel", "--signal=USR1", job_id], check=True)
+    ended = wait_finished(job_id, 300)
+    output = (tmp_path / "job.out").read_text()
+    assert (ended["JobState"], ended["Restarts"]) == ("COMPLETED", "1"), output[-3000:]  # requeued once, by the run
+    (result,) = log_dir.glob("*/*/result.json")  # one run, resumed in place
+    run_dir = result.parent
+    last = run_dir / "checkpoints" / "last.ckpt"
+    (said,) = errors(output)
+    stopped = re.fullmatch(
+        rf"error: SIGUSR1 at step (\d): saved {re.escape(str(last))}; requeued SLURM job {job_id}: it resumes from "
+        rf"there when it starts again \(as python -m src.train ckpt_path={re.escape(str(run_dir.absolute()))}\)",
+        said,
+    )
+    assert stopped and int(stopped.group(1)) in (3, 4), said  # between two steps, as the pause ends
+    assert f"SLURM requeued job {job_id}: resuming its run {run_dir}" in output
+    assert f"resuming from {last}" in output.split(said, 1)[1]  # the attempt SLURM started again
+    record, theirs = json.loads(result.read_text()), json.loads((reference / "result.json").read_text())
+    assert record["steps"] == 8
+    assert record["best_val_loss"] == theirs["best_val_loss"]  # exact resume: the uninterrupted run's numbers
+    assert train_losses(run_dir) == train_losses(reference)
+    assert not list(run_dir.rglob("hpc_ckpt*"))  # Lightning's own pre-emption file
+    assert read_checkpoint(last)["global_step"] == 8
+
+
+def test_a_time_limit_reached_saves_between_steps_in_one_line_and_the_run_resumes(tmp_path, slurm):
+    """The limit shortened under the running job (`scontrol update TimeLimit=1`, a minute, SLURM's unit):
+    at the limit SLURM sends the tasks SIGTERM, then SIGKILL after KillWait (5 s on this cluster)."""
+    run = ["trainer.max_steps=8", "trainer.val_check_interval=4"]
+    log_dir = tmp_path / "outputs"
+    line = train_lines(log_dir, *run, *paused_at(3, tmp_path))
+    job_id = sbatch(tmp_path, [line], "--ntasks-per-node=1", "--cpus-per-task=1", "--mem=2G")
+    wait_for("the run paused at step 3", (tmp_path / "rank0.pid").is_file, 300)
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "TimeLimit=1"], check=True)
+    ended = wait_finished(job_id, 300)  # a minute, and slurmctld checks limits every 30 s
+    output = (tmp_path / "job.out").read_text()
+    assert (ended["JobState"], ended["Reason"]) == ("TIMEOUT", "TimeLimit"), output[-3000:]
+    (run_dir,) = (p.parent for p in log_dir.glob("*/*/.hydra"))
+    last = run_dir / "checkpoints" / "last.ckpt"
+    (said,) = errors(output)
+    assert re.fullmatch(
+        rf"error: SIGTERM at step \d: saved {re.escape(str(last))}.*ckpt_path={re.escape(str(run_dir))}.*", said
+    ), said
+    saved_at = read_checkpoint(last)["global_step"]
+    assert saved_at in (3, 4) and f"at step {saved_at}:" in said
+    resumed = run_main("train", f"ckpt_path={run_dir}")  # the command the line gives
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert json.loads((run_dir / "result.json").read_text())["steps"] == 8
+
+
+def test_a_task_killed_ends_the_other_in_one_line_and_the_job_with_it(tmp_path, slurm):
+    run = ["trainer.max_steps=20", "trainer.val_check_interval=2", "trainer.log_every_n_steps=1"]
+    log_dir = tmp_path / "outputs"
+    line = train_lines(log_dir, "trainer=ddp_cpu", "trainer.devices=2", *run, *paused_at(3, tmp_path))
+    job_id = sbatch(tmp_path, [line], "--ntasks-per-node=2", "--cpus-per-task=1", "--mem=4G")
+    pids = wait_for(
+        "both ranks paused at step 3",
+        lambda: sorted(tmp_path.glob("rank*.pid")) if len(list(tmp_path.glob("rank*.pid"))) == 2 else None,
+        300,
+    )
+    os.kill(int(pids[1].read_text()), signal.SIGKILL)  # rank 1's process, as the OOM killer would
+    (tmp_path / "go").touch()
+    started = time.monotonic()
+    ended = wait_finished(job_id, 120)
+    took = time.monotonic() - started
+    output = (tmp_path / "job.out").read_text()
+    assert ended["JobState"] == "FAILED", output[-3000:]
+    run_dir = log_dir / "slurm" / f"{job_id}.0"
+    last = run_dir / "checkpoints" / "last.ckpt"
+    (said,) = errors(output)
+    assert re.fullmatch(
+        rf"error: rank 1 of 2 ended at step [34] \(its process is gone: [\w ]+\): the newest checkpoint, "
+        rf"{re.escape(str(last))}, is intact; resume with: python -m src.train ckpt_path={re.escape(str(run_dir))}",
+        said,
+    ), said
+    assert read_checkpoint(last)["global_step"] == 2 and took < 60, took
