@@ -78,10 +78,17 @@ EOF
 }
 
 wait_idle() {
-	local deadline=$((SECONDS + UP_TIMEOUT)) state
+	local deadline=$((SECONDS + UP_TIMEOUT)) state name
 	while ((SECONDS < deadline)); do
 		state=$(SLURM_CONF=$CONF sinfo -h -N -o %t 2>/dev/null || true)
 		[ "$state" = idle ] && return
+		for name in munged slurmctld slurmd; do
+			running "$name" || {
+				say "error: $name is not running; its log, $SLURM_HOME/log/$name.log, ends:"
+				tail -n 5 "$SLURM_HOME/log/$name.log" >&2
+				return 1
+			}
+		done
 		sleep 1
 	done
 	say "error: the node is not idle after ${UP_TIMEOUT}s (sinfo: ${state:-no answer}); see $SLURM_HOME/log/"
@@ -101,6 +108,7 @@ up() {
 			--seed-file="$SLURM_HOME/munge/munge.seed" --force
 		slurmctld -i # -i: ignore state a previous cluster left
 		slurmd
+		wait_idle || { down quiet; exit 1; } # nothing of a cluster that did not start is left running
 	fi
 	wait_idle
 	say "up: $(SLURM_CONF=$CONF sinfo -h -o '%P %D node, %c CPUs, %m MiB, %t')"

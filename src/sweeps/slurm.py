@@ -97,4 +97,7 @@ def sbatch_refusals() -> Iterator[None]:
         yield
     except FailedJobError as err:
         said = "; ".join(line for line in str(err).splitlines() if line.startswith("sbatch: error:")) or str(err)
-        fail(f"hydra/launcher=slurm: sbatch refused the job ({' '.join(said.split())}): change the {KEY} it names")
+        fail(
+            f"hydra/launcher=slurm: sbatch refused the job ({' '.join(said.split())}): "
+            f"change the {KEY} setting it is about"
+        )

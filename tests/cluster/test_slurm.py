@@ -114,11 +114,17 @@ def test_a_sweep_through_the_slurm_launcher_runs_each_point_as_a_two_task_ddp_jo
             r"error: hydra\.launcher\.partition=gpu: SLURM has no such partition "
             r"\(sinfo lists: debug\): set one of them",
         ),
+        (
+            ["+hydra.launcher.additional_parameters.constraint=nope"],
+            r"error: hydra/launcher=slurm: sbatch refused the job \(sbatch: error: Batch job submission failed: "
+            r"Invalid feature specification\): change the hydra\.launcher setting it is about",
+        ),
     ],
 )
 def test_a_job_no_node_can_hold_is_refused_in_one_line_naming_the_setting(tmp_path, slurm, asked, line):
     """sbatch itself refuses the memory ("Memory specification can not be satisfied", a submitit traceback),
-    and takes more cores than any node has, the job then pending forever (squeue: PartitionConfig)."""
+    and takes more cores than any node has, the job then pending forever (squeue: PartitionConfig); what
+    sbatch refuses past these checks ends in its own words (the line sbatch printed itself stays above)."""
 
     def jobs() -> set[str]:
         return set(subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split())
@@ -128,7 +134,8 @@ def test_a_job_no_node_can_hold_is_refused_in_one_line_naming_the_setting(tmp_pa
     result = run_main("train", "-m", "hydra/launcher=slurm", f"hydra.sweep.dir={tmp_path / 'sweep'}", *args)
     assert result.returncode == 2 and re.fullmatch(line, "\n".join(errors(result.stderr))), result.stderr[-3000:]
     assert jobs() <= before  # nothing submitted
-    assert not list(tmp_path.rglob(".submitit"))
+    if "sbatch refused" not in line:  # refused before submitit wrote its submission
+        assert not list(tmp_path.rglob(".submitit"))
 
 
 def test_srun_of_two_ranks_in_an_sbatch_job_trains_as_one_process_with_their_global_batch(tmp_path, slurm):
