@@ -195,7 +195,9 @@ def test_a_preempted_job_saves_between_steps_requeues_itself_and_resumes_to_the_
     (result,) = log_dir.glob("*/*/result.json")  # one run, resumed in place
     run_dir = result.parent
     last = run_dir / "checkpoints" / "last.ckpt"
-    (said,) = errors(output)
+    lines = errors(output)
+    assert len(lines) == 1, output[-5000:]
+    said = lines[0]
     stopped = re.fullmatch(
         rf"error: SIGUSR1 at step (\d): saved {re.escape(str(last))}; requeued SLURM job {job_id}: it resumes from "
         rf"there when it starts again \(as python -m src.train ckpt_path={re.escape(str(run_dir.absolute()))}\)",
@@ -226,7 +228,9 @@ def test_a_time_limit_reached_saves_between_steps_in_one_line_and_the_run_resume
     assert (ended["JobState"], ended["Reason"]) == ("TIMEOUT", "TimeLimit"), output[-3000:]
     (run_dir,) = (p.parent for p in log_dir.glob("*/*/.hydra"))
     last = run_dir / "checkpoints" / "last.ckpt"
-    (said,) = errors(output)
+    lines = errors(output)
+    assert len(lines) == 1, output[-5000:]
+    said = lines[0]
     assert re.fullmatch(
         rf"error: SIGTERM at step \d: saved {re.escape(str(last))}.*ckpt_path={re.escape(str(run_dir))}.*", said
     ), said
@@ -256,7 +260,9 @@ def test_a_task_killed_ends_the_other_in_one_line_and_the_job_with_it(tmp_path, 
     assert ended["JobState"] == "FAILED", output[-3000:]
     run_dir = log_dir / "slurm" / f"{job_id}.0"
     last = run_dir / "checkpoints" / "last.ckpt"
-    (said,) = errors(output)
+    lines = errors(output)
+    assert len(lines) == 1, output[-5000:]
+    said = lines[0]
     assert re.fullmatch(
         rf"error: rank 1 of 2 ended at step [34] \(its process is gone: [\w ]+\): the newest checkpoint, "
         rf"{re.escape(str(last))}, is intact; resume with: python -m src.train ckpt_path={re.escape(str(run_dir))}",
