@@ -11,7 +11,7 @@ TORCH ?= torch==2.13.0
 CORPUS := data/tinyshakespeare/input.txt
 SHARED_CORPUS := ../shared/data/tinyshakespeare/input.txt
 
-.PHONY: train tensorboard test test-fast gpu-check gpu-wheels lint lock corpus postgres-up postgres-down clean-outputs exercise check-exercise train-exercise exercise-reset
+.PHONY: train tensorboard test test-fast gpu-check gpu-wheels lint lock corpus postgres-up postgres-down slurm-up slurm-down clean-outputs exercise check-exercise train-exercise exercise-reset
 
 # torch through pip (the CPU build lies in pip's find-links here), everything else through uv at
 # the versions of constraints.txt: the versions the tests passed with, installed in parallel.
@@ -107,3 +107,12 @@ exercise-reset: $(BIN)/.installed
 
 clean-outputs:
 	rm -rf outputs/20* outputs/multirun
+
+# A one-node SLURM cluster on this machine (Debian's slurm-wlm and munge, run as root; scripts/slurm.sh):
+# what tests/cluster/ runs against, and where hydra/launcher=slurm can be tried. `up` prints the
+# `export SLURM_CONF=...` line every srun/sbatch/sinfo of your shell needs.
+slurm-up:
+	@scripts/slurm.sh up
+
+slurm-down:
+	@scripts/slurm.sh down

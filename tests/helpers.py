@@ -276,6 +276,27 @@ class SignalsAfterStep(Callback):
                 os.kill(os.getpid(), signum)
 
 
+class PauseAt(Callback):
+    """Pauses each rank as optimizer step `step` ends, for a test to act on the run from outside at a known
+    step (scancel, scontrol, kill -9) without racing it: writes `<folder>/rank<r>.pid`, then waits until a
+    stop signal reached the run or `<folder>/go` exists (at most 5 minutes):
+    `+callbacks.pause._target_=tests.helpers.PauseAt +callbacks.pause.step=3 +callbacks.pause.folder=...`."""
+
+    def __init__(self, step: int, folder: str):
+        self.step, self.folder = step, Path(folder)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        from src.training.callbacks import GracefulInterrupt
+
+        if trainer.global_step != self.step:
+            return
+        (self.folder / f"rank{trainer.global_rank}.pid").write_text(str(os.getpid()))
+        interrupt = next(c for c in trainer.callbacks if isinstance(c, GracefulInterrupt))
+        deadline = time.monotonic() + 300
+        while interrupt.received is None and not (self.folder / "go").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
 class NaNOnRank(Callback):
     """Turns rank `rank`'s weights NaN as optimizer step `step` starts, so only its loss is NaN there
     (the others follow a step later, through the averaged gradients): add it to a DDP run with

@@ -6,7 +6,9 @@ run directory and asks SLURM to requeue the job, and the job SLURM starts again 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import threading
 from pathlib import Path
 
 
@@ -39,6 +41,10 @@ def requeue_preempted(log_dir: str | Path, run_dir: Path, resume: str, rank_zero
     where the job SLURM starts again resumes (requeued_run). Says what was done."""
     job = slurm_job()
     assert job is not None
+    if threading.current_thread() is threading.main_thread():
+        # SLURM ends a requeued job's tasks (SIGTERM, then SIGKILL after KillWait) to start it again: that
+        # SIGTERM, landing while this run exits, is the requeue's own, not a second stop with a line of its own.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if not rank_zero:
         return f"rank 0 requeues SLURM job {job}"
     note = requeued_run_file(log_dir, job)

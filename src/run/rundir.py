@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import OverrideType
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
@@ -58,6 +59,12 @@ def run_folder(timestamped: str) -> str:
 OmegaConf.register_new_resolver("run_folder", run_folder, replace=True)
 # Only rank 0 writes the run's .hydra/ and train.log; rank k logs to train_rank_k.log.
 OmegaConf.register_new_resolver("rank_zero", lambda value: value if launched_rank() == 0 else None, replace=True)
+# hydra/launcher=slurm's request: `${on_gpu:${trainer.accelerator},<GPU trainers'>,<CPU trainers'>}`
+# (auto counts as a GPU: the cluster's nodes, not the login node, decide what it finds).
+OmegaConf.register_new_resolver(
+    "on_gpu", lambda accelerator, gpu, cpu: cpu if str(accelerator) == "cpu" else gpu, replace=True
+)
+OmegaConf.register_new_resolver("times", lambda a, b: a * b, replace=True)
 OmegaConf.register_new_resolver(
     "rank_log", lambda name: name if launched_rank() == 0 else f"{name}_rank_{launched_rank()}", replace=True
 )
@@ -173,9 +180,26 @@ def continue_run(argv: list[str]) -> list[str]:
     saved = record.saved_overrides(run_dir)
     if checkpoint.parent.name != "checkpoints" or saved is None:
         return argv
-    previous = [o for o in saved if not o.startswith(("ckpt_path=", "hydra."))]
     typed = [a for a in argv if not a.startswith("ckpt_path=")]
+    previous = not_typed_again([o for o in saved if not o.startswith(("ckpt_path=", "hydra."))], typed)
     return [*previous, *typed, quoted("ckpt_path", checkpoint), quoted("hydra.run.dir", run_dir)]
+
+
+def not_typed_again(previous: list[str], typed: list[str]) -> list[str]:
+    """The run's own overrides less those typed again alike (`+key=...`, `~key`), which Hydra refuses twice:
+    a requeued SLURM job runs its first command again, `+callbacks...` and all."""
+    parser = OverridesParser.create()
+    try:
+        again = {(o.key_or_group, o.package, o.type) for o in parser.parse_overrides(typed)}
+        parsed = parser.parse_overrides(previous)
+    except HydraException:
+        return previous  # the command's checks name the typo
+    twice = {OverrideType.ADD, OverrideType.DEL}
+    return [
+        p
+        for p, o in zip(previous, parsed, strict=True)
+        if o.type not in twice or (o.key_or_group, o.package, o.type) not in again
+    ]
 
 
 def requeued_run(log_dir: str | Path) -> str | None:

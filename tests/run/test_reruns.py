@@ -101,6 +101,14 @@ def test_a_run_directory_with_nothing_saved_takes_the_run(finished, tmp_path):
     assert not any("ckpt_path" in a for a in checked(command(run)))
 
 
+def test_a_resume_drops_the_runs_own_additions_typed_again_which_hydra_refuses_twice():
+    """A requeued SLURM job runs its first command again, `+callbacks...` and all, behind the run's own
+    overrides (tests/cluster/test_slurm.py): Hydra refused `+key=` twice ("An item is already at ...")."""
+    saved = ["+callbacks.pause.step=3", "model.num_heads=2", "~callbacks.sample_text", "+seed_note=1"]
+    typed = ["+callbacks.pause.step=3", "model.num_heads=4", "~callbacks.sample_text", "seed_note=2"]
+    assert rundir.not_typed_again(saved, typed) == ["model.num_heads=2", "+seed_note=1"]  # typed later: they win
+
+
 @pytest.mark.slow
 def test_a_copied_run_resumed_keeps_its_best_checkpoint(trained, tmp_path):
     """Issue 48: a run folder copied elsewhere and resumed lost its best score (Lightning reloads it only

@@ -1,7 +1,7 @@
 """Signals x phases: every signal that stops a run (SIGINT, SIGTERM, SIGHUP, SIGUSR1) takes one path,
 sent once or repeated, while the libraries load, between two steps, during a validation or during
 the final sample. (A signal's checkpoint resumed to the same losses: test_faults.py; a sweep's
-signals: tests/sweeps/; SLURM's: test_slurm_preemption.py; DDP's: test_scaling.py.)
+signals: tests/sweeps/; SLURM's, on a real cluster: tests/cluster/test_slurm.py; DDP's: test_scaling.py.)
 
 Issue 37: SIGHUP (a closed terminal) and SIGUSR1 killed the run with nothing saved; three quick
 SIGTERMs dropped every step since the last validation and said "SIGTERM outside training".

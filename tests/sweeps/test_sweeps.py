@@ -140,14 +140,14 @@ def test_the_slurm_launcher_follows_the_trainer():
 
     register("train")  # the schemas the YAML files name
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        cfg = hydra_compose(
-            "train",
-            ["hydra/launcher=slurm", "trainer=ddp", "trainer.devices=4", "trainer.num_nodes=2"],
-            return_hydra_config=True,
+        gpu, cpu = (
+            hydra_compose("train", ["hydra/launcher=slurm", *trainer], return_hydra_config=True).hydra.launcher
+            for trainer in (["trainer=ddp", "trainer.devices=4", "trainer.num_nodes=2"], ["trainer=ddp_cpu"])
         )
-    launcher = cfg.hydra.launcher
-    assert launcher._target_.endswith("SlurmLauncher")
-    assert (launcher.nodes, launcher.tasks_per_node, launcher.gpus_per_node) == (2, 4, 4)
+    assert gpu._target_ == cpu._target_ == "hydra_plugins.scratchgpt_launcher.SlurmLauncher"
+    ask = ("nodes", "tasks_per_node", "gpus_per_node", "cpus_per_task", "mem_gb")
+    assert tuple(gpu[k] for k in ask) == (2, 4, 4, 8, 64)  # a task per GPU
+    assert tuple(cpu[k] for k in ask) == (1, 2, 0, 1, 4)  # no GPU; a core and 2 GB per rank
     assert compose("train", ["trainer=ddp"]).trainer.strategy == "ddp"
 
 

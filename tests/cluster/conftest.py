@@ -1,0 +1,40 @@
+"""The one-node SLURM cluster of scripts/slurm.sh, started once for the tests that ask for `slurm`
+(all marked slow: `make test-fast` never pays for it) and stopped at the end if they started it.
+Under CI=true a cluster that cannot start fails them; elsewhere they skip, naming `make slurm-up`."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from tests.helpers import ROOT
+
+SCRIPT = ROOT / "scripts" / "slurm.sh"
+
+
+@pytest.fixture(scope="session")
+def slurm() -> Iterator[str]:
+    """SLURM_CONF of the running cluster, set in this process's environment (and so in every command it starts)."""
+    try:
+        up = subprocess.run([str(SCRIPT), "up"], capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        up = subprocess.CompletedProcess([str(SCRIPT), "up"], 1, "", str(err))
+    conf = re.search(r"^export SLURM_CONF=(\S+)$", up.stdout, re.MULTILINE)
+    if up.returncode != 0 or conf is None:
+        why = f"the local SLURM cluster did not start (scripts/slurm.sh up: {up.stderr.strip()[-2000:]})"
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(f"{why}: start it with make slurm-up")
+    before = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = conf.group(1)
+    yield conf.group(1)
+    if before is None:
+        del os.environ["SLURM_CONF"]
+    else:
+        os.environ["SLURM_CONF"] = before
+    if "reusing the running cluster" not in up.stderr:  # this session started it
+        subprocess.run([str(SCRIPT), "down"], check=True, timeout=60)
