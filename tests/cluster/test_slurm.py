@@ -94,6 +94,7 @@ def test_a_sweep_through_the_slurm_launcher_runs_each_point_as_a_two_task_ddp_jo
     asked = dict(re.findall(r"#SBATCH --([\w-]+)=(\S+)", submitted))
     assert (asked["ntasks-per-node"], asked["cpus-per-task"], asked["mem"]) == ("2", "1", "4GB"), asked
     assert "gpus-per-node" not in asked or asked["gpus-per-node"] == "0", asked
+    assert "\nexport OMP_NUM_THREADS=1\n" in submitted  # each rank's threads: its one core, not the node's
 
 
 @pytest.mark.parametrize(
