@@ -5,13 +5,14 @@ alternating rounds (1, 2, 3 workers, then 3, 2, 1), `--trials` identical tiny tr
 rate drawn) of `python -m src.train hparams_search=optuna` by N worker processes sharing a journal file,
 as N machines would share it on a shared folder. Two rates: over the wall (process start to the last
 worker's exit, start-up included) and over the trials (the first trial's start to the last one's end,
-from the study). On one machine the workers share its cores, so more workers help only while one
-worker leaves cores idle.
+from the study). On one machine the workers share its cores (each worker's threads: its share of them),
+so more workers help only while one worker leaves cores idle.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -44,11 +45,14 @@ def one_search(workers: int, trials: int, steps: int) -> tuple[float, float]:
         journal = str(Path(folder) / "study.log")
         common = ["hparams_search=optuna", f"hydra.sweeper.storage={journal}", f"hydra.sweeper.n_trials={trials}"]
         common += [f"trainer.max_steps={steps}", f"trainer.val_check_interval={steps}", f"paths.log_dir={folder}"]
+        # Each worker's threads: its share of this machine's cores, as on N machines each has its own.
+        env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
         started = time.perf_counter()
         processes = [
             subprocess.Popen(
                 [sys.executable, "-m", "src.train", *common, *TRIAL, f"hydra.sweep.dir={folder}/worker{i}"],
                 cwd=ROOT,
+                env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 text=True,
