@@ -17,6 +17,7 @@ up() {
   if running; then cat "$DIR/url"; return; fi
   if [ -z "$(bin_dir)" ]; then
     echo "installing Debian's postgresql" >&2
+    export DEBIAN_FRONTEND=noninteractive  # no debconf question can wait for an answer
     $SUDO apt-get install -y postgresql >/dev/null || { $SUDO apt-get update >/dev/null && $SUDO apt-get install -y postgresql >/dev/null; }
   fi
   local bin port

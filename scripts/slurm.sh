@@ -21,6 +21,7 @@ install() {
 	command -v slurmctld >/dev/null && command -v munged >/dev/null && return
 	[ "$(id -u)" = 0 ] || { say "error: slurm-wlm and munge are missing: install them as root (apt-get install slurm-wlm munge)"; exit 2; }
 	say "installing Debian's slurm-wlm and munge"
+	export DEBIAN_FRONTEND=noninteractive  # no debconf question can wait for an answer
 	apt-get install -y slurm-wlm munge >/dev/null || { apt-get update >/dev/null && apt-get install -y slurm-wlm munge >/dev/null; }
 }
 
