@@ -58,11 +58,10 @@ postgres-down:
 train: $(BIN)/.installed corpus
 	$(BIN)/python -m src.train $(ARGS)
 
-# Every run under outputs/ (LOGDIR=outputs/multirun/<date>/<time> for one sweep), at http://localhost:6006
+# Every run under outputs/ (LOGDIR=outputs/multirun/<date>/<time> for one sweep); prints the address to open
 LOGDIR ?= outputs
 tensorboard: $(BIN)/.installed
-	@echo "open http://localhost:6006/?smoothing=0 (the curves unsmoothed: the values the run printed)"
-	$(BIN)/tensorboard --logdir $(LOGDIR)
+	@$(BIN)/python -m src.watch $(LOGDIR)
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .

@@ -1,19 +1,19 @@
 """Take the README's picture of TensorBoard: `python docs/tensorboard_screenshot.py [LOGDIR] [OUT]`.
 
-Starts TensorBoard on LOGDIR (default: outputs) at a free port of 127.0.0.1, opens it in headless
-Chromium (Debian's /usr/bin/chromium, or $CHROMIUM, driven by Playwright: no browser is
-downloaded) at the address a run prints, `?smoothing=0` (src/training/tensorboard.VIEW), with
+Starts TensorBoard on LOGDIR (default: outputs) as `make tensorboard` does (`python -m src.watch`,
+at a free port of 127.0.0.1), opens the address it prints in headless Chromium (Debian's
+/usr/bin/chromium, or $CHROMIUM, driven by Playwright: no browser is downloaded), with
 TensorBoard's other settings as they come, closes the settings pane, waits for the charts, and
 saves what a user sees first as OUT (default: docs/tensorboard.png). `--tab hparams` (or any
-tab's name) shows that tab instead, `--width 1900` a wider window. The README's picture is the
-TIME SERIES tab of one run.
+tab's name) shows that tab instead, `--filter score_induction` only the tags matching it,
+`--width 1900` a wider window. The README's picture is the TIME SERIES tab of one run.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import socket
+import re
 import subprocess
 import sys
 import time
@@ -24,10 +24,12 @@ CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 HEIGHT = 760
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def printed_address(server: subprocess.Popen) -> str:
+    """The address `python -m src.watch` prints for a user to open."""
+    for line in server.stdout:
+        if found := re.search(r"open (http://\S+)", line):
+            return found[1]
+    sys.exit(f"error: python -m src.watch exited with status {server.wait()} before printing its address")
 
 
 def wait_until_serving(url: str, server: subprocess.Popen, timeout: float = 60.0) -> None:
@@ -47,7 +49,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("logdir", nargs="?", default="outputs")
     parser.add_argument("out", nargs="?", default="docs/tensorboard.png")
-    parser.add_argument("--tab", default="timeseries", help="timeseries, scalars, custom_scalars, hparams, ...")
+    parser.add_argument("--tab", default="timeseries", help="timeseries, scalars, images, hparams, ...")
+    parser.add_argument("--filter", default="", help="only the tags matching this (TensorBoard's tag filter)")
     parser.add_argument("--width", type=int, default=1280, help="the window's width in pixels")
     args = parser.parse_args()
     if not Path(args.logdir).is_dir():
@@ -55,12 +58,10 @@ def main() -> None:
 
     from playwright.sync_api import sync_playwright  # the dev extra installs it
 
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/"
-    tensorboard = Path(sys.executable).with_name("tensorboard")
-    command = [str(tensorboard), "--logdir", args.logdir, "--host", "127.0.0.1", "--port", str(port)]
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    command = [sys.executable, "-m", "src.watch", args.logdir, "--host", "127.0.0.1", "--port", "0"]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
+        url = printed_address(server)
         wait_until_serving(url, server)
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(
@@ -68,7 +69,8 @@ def main() -> None:
                 args=["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking"],
             )
             page = browser.new_page(viewport={"width": args.width, "height": HEIGHT})
-            page.goto(f"{url}?smoothing=0#{args.tab}")  # the address a run prints (its VIEW)
+            tags = f"&tagFilter={args.filter}" if args.filter else ""
+            page.goto(f"{url}{tags}#{args.tab}")  # the address src.watch printed
             if args.tab == "timeseries":
                 page.wait_for_selector("card-view", timeout=60_000)
                 close = page.locator("button[aria-label='Close side pane']")

@@ -218,19 +218,10 @@ def tiny_training(log_dir: Path, *extra: str) -> list[str]:
 
 
 def scalars(run_dir: Path, events_dir: str = "tensorboard") -> dict[str, list[tuple[int, float]]]:
-    """Every scalar TensorBoard would show for the run (events_dir: its events, in run_dir): tag -> [(step, value)],
-    with `loss/val` from the run `val` beside its events, where TensorBoard draws the val loss in a colour of its
-    own (src/training/tensorboard.VAL_RUN); `scalars(run_dir, "tensorboard/val")` reads that run alone."""
-
-    def read(folder: Path) -> dict[str, list[tuple[int, float]]]:
-        events = EventAccumulator(str(folder), size_guidance={"scalars": 0})
-        events.Reload()
-        return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
-
-    found = read(run_dir / events_dir)
-    if (run_dir / events_dir / "val").is_dir():
-        found.update(read(run_dir / events_dir / "val"))
-    return found
+    """Every scalar TensorBoard would show for the run (events_dir: its events, in run_dir): tag -> [(step, value)]."""
+    events = EventAccumulator(str(run_dir / events_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
 
 
 def compose_training(run_dir: Path, *overrides: str, data: Path | None = None) -> DictConfig:

@@ -84,7 +84,8 @@ def file_text(path: str | Path, chars: int) -> tuple[str, str]:
 
 def run_history(run_dir: Path) -> dict[str, Any] | None:
     """The val/train loss curves and the text samples of the run's TensorBoard events, if they are there."""
-    # The run's own events are the shallowest; the runs drawn beside them (val, best, head_<h>) sit below.
+    # The run's own events are the shallowest; runs made before a training run was one TensorBoard run
+    # have the val loss in a run `val` below them (and best, head_<h>).
     found = sorted((run_dir / "tensorboard").rglob("events.out.tfevents.*"), key=lambda path: (len(path.parts), path))
     if not found:
         return None

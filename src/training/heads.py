@@ -19,13 +19,11 @@ from src.model.head_scores import KINDS, MEASURES, THRESHOLD, HeadScores, measur
 from src.rules import ConfigError, non_negative_int, of_type, positive_int, sample_fits, sampling
 from src.training.callbacks import reported_validation
 from src.training.gpt_module import log_at_step
-from src.training.tensorboard import ATTENTION_TAG, TensorBoard
+from src.training.tensorboard import ATTENTION_TAG
 
 FORMAT = "scratchgpt head scores 1"
 SCORE_TAG = "score_{measure}/L{layer}H{head}"
 IN_CONTEXT_TAG = "score_in_context/{on}"
-# The CUSTOM SCALARS tab: one chart per measure, a line per head.
-LAYOUT = {"head scores": {measure: ["Multiline", [rf"^score_{measure}/"]] for measure in MEASURES}}
 GLANCE_TAG = "maps/heads_at_a_glance"
 
 
@@ -158,9 +156,6 @@ class TrackHeads(L.Callback):
         self.figure = None
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        for logger in trainer.loggers:
-            if isinstance(logger, TensorBoard):
-                logger.layout.update(LAYOUT)  # written with the loss chart at the first validation
         model = pl_module.model
         self.probe = repeated_probe(pl_module.tokenizer.vocab_size, model.context_window, self.probe_batch, self.seed)
         splits = getattr(trainer.datamodule, "splits", None)

@@ -1,12 +1,11 @@
 """What TensorBoard shows a run, arranged so that the loss is the first thing on screen (docs/tensorboard.md
-says why each choice): the loss curves are the tag group `loss`, which sorts first; TensorBoard colours
-lines by run, never by tag, so the val loss, the best val loss so far and each head index's scores go to
-runs of their own beside the run's events; the HPARAMS table lists the keys a run was given (or its
-parameter count) before the metric columns, which stay on screen; each run names its row."""
+says why each choice): the loss curves are the tag group `loss`, which sorts first; one training run is
+one TensorBoard run, its curves told apart by tag (a chart each), so the runs list names runs, not parts
+of them; the HPARAMS table lists the keys a run was given (or its parameter count) before the metric
+columns, which stay on screen; each run names its row."""
 
 from __future__ import annotations
 
-import re
 import sys
 import threading
 import time
@@ -30,24 +29,14 @@ from src.training.callbacks import reported_validation
 # The project's metric names -> the tags TensorBoard shows.
 TAGS = {"train/loss": "loss/train", "val/loss": "loss/val", "best_val_loss": "loss/val_best"}
 ATTENTION_TAG = "maps/attention_layer_{layer}"
-# The best val loss so far, as `loss/val` of its own run: a line under the val line, which also keeps the
-# last validation on the chart ("ignore outliers" drops a chart's lowest point: now on both lines).
-BEST_RUN = "best"
-VAL_RUN = "val"  # the val loss's run: CUSTOM SCALARS draws train and val loss in two colours
 # The HPARAMS tab's metric columns: (tag, run beside the session's own ("": its own), column title).
 HPARAMS_METRICS = (
-    ("loss/val", BEST_RUN, "best val loss"),
+    ("loss/val_best", "", "best val loss"),
     ("val/bpc", "", "val bpc"),
     ("val/acc", "", "val accuracy"),
 )
-# TensorBoard's address with the smoothing at 0: its default (0.6) draws lines that lag the printed values.
-VIEW = "http://localhost:6006/?smoothing=0"
-# A head's score -> (its head's run, tag there).
-HEAD_SCORE = re.compile(r"^(?P<measure>score_\w+)/L(?P<layer>\d+)H(?P<head>\d+)$")
-HEAD_RUN = "head_{head}"
 # The HPARAMS column of a run that was given no hyperparameter on its command line.
 UNVARIED_COLUMNS = ("parameters",)
-LAYOUT = {"loss": {"train and val loss": ["Multiline", [r"^loss/train$", r"^loss/val$"]]}}
 
 
 def trial_name(run_dir: str | Path, sweep_job: bool) -> str:
@@ -67,14 +56,12 @@ def shown_path(path: str | Path) -> str:
 
 
 def watch_command(log_dir: str | Path, run_dir: str | Path | None = None) -> str:
-    """The command that opens TensorBoard (without activating the venv) on log_dir, or on run_dir when
-    hydra.run.dir put the run outside it; then the page to open."""
-    program = Path(sys.executable).with_name("tensorboard")
+    """The command that opens TensorBoard (without activating the venv; src/watch.py prints the address to
+    open) on log_dir, or on run_dir when hydra.run.dir put the run outside it."""
     where = Path(log_dir)
     if run_dir is not None and not Path(run_dir).absolute().is_relative_to(where.absolute()):
         where = Path(run_dir)
-    command = f"{shown_path(program) if program.is_file() else 'tensorboard'} --logdir {shown_path(where)}"
-    return f"{command}, then open {VIEW} (the curves unsmoothed: the values the run printed)"
+    return f"{shown_path(sys.executable)} -m src.watch {shown_path(where)}"
 
 
 def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -134,50 +121,13 @@ class TensorBoard(TensorBoardLogger):
         # one of these, or the pre-check refuses it, instead of SummaryWriter at the first event.
         super().__init__(save_dir, name, version, log_graph, default_hp_metric, prefix, sub_dir)
         threading.excepthook = quiet_writer_thread
-        self.layout = dict(LAYOUT)  # callbacks add their categories (src/training/heads.py) before it is written
-        self.writers: dict[str, Any] = {}  # the runs beside the run's own (val, best, head_<h>): made when first needed
 
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
         # Without Lightning's `epoch`: training batches are one endless epoch here.
-        renamed, beside = {}, []
-        for name, value in metrics.items():
-            if found := HEAD_SCORE.match(name):
-                run, tag = HEAD_RUN.format(head=found["head"]), f"{found['measure']}/layer_{found['layer']}"
-                beside.append((run, tag, float(value)))
-            elif name == "best_val_loss":
-                beside.append((BEST_RUN, TAGS["val/loss"], float(value)))
-            elif name == "val/loss":
-                beside.append((VAL_RUN, TAGS[name], float(value)))
-            elif name != "epoch":
-                renamed[TAGS.get(name, name)] = value
+        renamed = {TAGS.get(name, name): value for name, value in metrics.items() if name != "epoch"}
         if renamed:
             super().log_metrics(renamed, step)
-        for run, tag, value in beside:
-            self.writer(run).add_scalar(tag, value, step)
-
-    def writer(self, run: str) -> Any:
-        if run not in self.writers:
-            self.writers[run] = type(self.experiment)(log_dir=str(Path(self.log_dir) / run))
-        return self.writers[run]
-
-    @rank_zero_only
-    def save(self) -> None:
-        super().save()
-        for writer in self.writers.values():
-            writer.flush()
-
-    @rank_zero_only
-    def finalize(self, status: str) -> None:
-        super().finalize(status)
-        for writer in self.writers.values():
-            writer.close()
-        self.writers.clear()
-
-    @rank_zero_only
-    def log_layout(self) -> None:
-        """The CUSTOM SCALARS tab, written once, whole (TensorBoard reads one layout per run)."""
-        self.experiment.add_custom_scalars(self.layout)
 
     @rank_zero_only
     def log_session(self, params: Mapping[str, Any], varied: Iterable[str] = (), trial: str = "") -> None:
@@ -238,8 +188,8 @@ def hparams_of(cfg: DictConfig, num_parameters: int, varied: list[str]) -> dict[
 
 
 class LogHyperparams(L.Callback):
-    """The custom-scalars layout and the run's HPARAMS entry, written at its first validation (step 0's
-    when there is one), so the tab lists a run as soon as it has a val loss."""
+    """The run's HPARAMS entry, written at its first validation (step 0's when there is one), so the tab
+    lists a run as soon as it has a val loss."""
 
     def __init__(self, params: Mapping[str, Any], varied: Iterable[str] = (), trial: str = ""):
         self.params, self.varied, self.trial, self.logged = params, list(varied), trial, False
@@ -248,8 +198,6 @@ class LogHyperparams(L.Callback):
         if self.logged or not reported_validation(trainer):
             return
         for logger in trainer.loggers:
-            if isinstance(logger, TensorBoard):
-                logger.log_layout()
             if hasattr(logger, "log_session"):  # TensorBoard's HPARAMS; the other loggers' params (loggers.py)
                 logger.log_session(self.params, self.varied, self.trial)
         self.logged = True

@@ -5,7 +5,6 @@ import struct
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tensorboard.plugins.custom_scalar import layout_pb2
 from tensorboard.plugins.hparams import plugin_data_pb2
 from tensorboard.util import tensor_util
 
@@ -18,10 +17,10 @@ VALIDATIONS = [20, 40]  # the tiny run validates every 20 of its 40 steps
 LAYERS, HEADS = 2, 2
 
 
-def events(run_dir, run: str = ""):
-    """The run's own events, or those of the run `run` beside them (val, best, head_<h>)."""
+def events(run_dir):
+    """The run's events: one TensorBoard run."""
     accumulator = EventAccumulator(
-        str(run_dir / "tensorboard" / run), size_guidance={"scalars": 0, "images": 0, "tensors": 0}
+        str(run_dir / "tensorboard"), size_guidance={"scalars": 0, "images": 0, "tensors": 0}
     )
     accumulator.Reload()
     return accumulator
@@ -33,27 +32,23 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 
 def test_the_first_group_on_screen_is_the_loss_and_both_curves_start_at_step_0(trained):
-    accumulator, val = events(trained[0]), events(trained[0], "val")  # the val loss: a run (a colour) of its own
+    accumulator = events(trained[0])
     tags = accumulator.Tags()
-    shown = set(tags["scalars"]) | set(tags["images"]) | set(val.Tags()["scalars"])
+    shown = set(tags["scalars"]) | set(tags["images"])
     assert min(tag.split("/")[0] for tag in shown) == "loss"  # TIME SERIES lists groups in code-point order
     assert {"loss/train", "loss/val", "train/lr", "train/grad_norm", "val/bpc", "val/acc"} <= shown
     assert "epoch" not in shown and "hp_metric" not in shown
     untrained = math.log(65)  # uniform over Tiny Shakespeare's 65 characters
-    for tag, run in (("loss/train", accumulator), ("loss/val", val)):
-        first = run.Scalars(tag)[0]
+    for tag in ("loss/train", "loss/val"):
+        first = accumulator.Scalars(tag)[0]
         assert first.step == 0 and first.value == pytest.approx(untrained, abs=0.3), tag
-    assert [s.step for s in val.Scalars("loss/val")] == [0, *VALIDATIONS]
-    layout = layout_pb2.Layout.FromString(
-        tensor_util.make_ndarray(accumulator.Tensors("custom_scalars__config__")[0].tensor_proto).item()
-    )
-    (chart,) = [c for category in layout.category for c in category.chart if c.title == "train and val loss"]
-    assert list(chart.multiline.tag) == [r"^loss/train$", r"^loss/val$"]  # one chart, CUSTOM SCALARS tab
+    assert [s.step for s in accumulator.Scalars("loss/val")] == [0, *VALIDATIONS]
+    assert not [p for p in (trained[0] / "tensorboard").iterdir() if p.is_dir()]  # one TensorBoard run (issue 47)
 
 
 def test_the_best_val_loss_is_the_running_minimum_of_real_validations(trained):
-    val = {s.step: s.value for s in events(trained[0], "val").Scalars("loss/val")}
-    best = scalars(trained[0], "tensorboard/best")["loss/val"]  # the run `best`: a line in the loss/val chart
+    val = {s.step: s.value for s in events(trained[0]).Scalars("loss/val")}
+    best = scalars(trained[0])["loss/val_best"]
     assert [step for step, _ in best] == VALIDATIONS  # none at step 0: no checkpoint holds the untrained model
     for step, value in best:
         assert value == pytest.approx(min(v for k, v in val.items() if 0 < k <= step))
@@ -90,7 +85,7 @@ def test_hparams_lead_with_the_keys_the_command_line_set_beside_best_val_loss_bp
     assert hparams["model/num_heads"].number_value == HEADS
     experiment = hparams_plugin(accumulator, "experiment").experiment
     assert [(m.name.tag, m.name.group, m.display_name) for m in experiment.metric_infos] == [
-        ("loss/val", "best", "best val loss"),  # loss/val of the run `best` beside the session's events
+        ("loss/val_best", "", "best val loss"),
         ("val/bpc", "", "val bpc"),
         ("val/acc", "", "val accuracy"),
     ]

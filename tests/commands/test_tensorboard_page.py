@@ -1,11 +1,11 @@
-"""The real `tensorboard` on a tiny run, in headless Chromium, at the address a run prints (VIEW):
-the first screen shows the val loss the run printed, a colour per head, the HPARAMS metrics
-within 1280 px (issue 36, items 8, 9 and 12; issue 32). Screenshots of each tab go to tmp_path."""
+"""The real TensorBoard as `make tensorboard` starts it (`python -m src.watch`), on a tiny run, in
+headless Chromium, at the one address it prints: the first screen shows the val loss the run printed,
+the runs list names one run per training run, a chart per head, the HPARAMS metrics within 1280 px
+(issue 36, items 8, 9 and 12; issue 32; issue 47, item 2). Screenshots of each tab go to tmp_path."""
 
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -17,37 +17,34 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, sync_playwright
 
-from src.training.tensorboard import HPARAMS_METRICS, VIEW, TensorBoard
-from tests.helpers import scalars
+from src.training.tensorboard import HPARAMS_METRICS, TensorBoard
+from tests.helpers import ROOT, scalars
 
 pytestmark = pytest.mark.slow  # a server and a browser
 
 CHROMIUM = "/usr/bin/chromium"
 WIDTH, HEIGHT = 1280, 800  # the issue's laptop screen
-QUERY = VIEW.split("/", 3)[3]  # "?smoothing=0": what the run's last line adds to TensorBoard's address
 
 
 @contextmanager
 def tensorboard(logdir: Path) -> Iterator[str]:
-    """TensorBoard as `make tensorboard` starts it, on a free port; its address."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    program = Path(sys.executable).with_name("tensorboard")
-    command = [str(program), "--logdir", str(logdir), "--host", "127.0.0.1", "--port", str(port)]
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/"
+    """TensorBoard as `make tensorboard` starts it, on a free port; the address it prints for a user."""
+    command = [sys.executable, "-m", "src.watch", str(logdir), "--host", "127.0.0.1", "--port", "0"]
+    server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
+        printed = server.stdout.readline()  # its first line: where to look
+        found = re.fullmatch(r"TensorBoard on \S+: open (http://\S+) \(the curves unsmoothed: .*\)\n", printed)
+        assert found and found[1].endswith("/?smoothing=0"), printed
         deadline = time.monotonic() + 120
         while True:
-            assert server.poll() is None, f"tensorboard exited with {server.returncode}"
+            assert server.poll() is None, f"src.watch exited with {server.returncode}"
             try:
-                urllib.request.urlopen(url, timeout=5)
+                urllib.request.urlopen(found[1], timeout=5)
                 break
             except OSError:
                 assert time.monotonic() < deadline, "tensorboard did not answer"
                 time.sleep(0.5)
-        yield url
+        yield found[1]
     finally:
         server.terminate()
         server.wait()
@@ -97,58 +94,35 @@ def test_the_first_screen_shows_train_and_val_loss_and_the_val_loss_the_run_prin
     assert f"val loss {last_val:.4f}" in printed  # the number the run printed
     with tensorboard(run_dir.parent) as url:
         page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
-        page.goto(f"{url}{QUERY}#timeseries")
-        shown = wait_for_tables(page, "loss/train", "loss/val")
+        page.goto(f"{url}#timeseries")
+        shown = wait_for_tables(page, "loss/train", "loss/val", "loss/val_best")
         page.wait_for_timeout(2_000)  # the lines draw after their data arrive
         page.screenshot(path=tmp_path / "timeseries.png")
-        assert [card["title"] for card in cards(page)][:2] == ["loss/train", "loss/val"]  # the first row
+        assert [card["title"] for card in cards(page)][:3] == ["loss/train", "loss/val", "loss/val_best"]
         val = shown["loss/val"]
         assert val["top"] < HEIGHT / 2 and shown["loss/train"]["top"] == val["top"]  # side by side, on screen
-        # The table under the chart, unsmoothed (no Smoothed column): the val run's line and the best so far
-        runs = {row[0].rsplit("/", 1)[-1]: row[1:] for row in val["rows"]}
-        assert set(runs) == {"val", "best"}, val["rows"]
-        for value, step in (runs["val"][:2], runs["best"][:2]):
-            assert float(value) == pytest.approx(last_val, abs=5e-5) and int(step) == last_step, val["rows"]
+        # The table under each chart, unsmoothed (no Smoothed column): one row, the training run's
+        for title in ("loss/val", "loss/val_best"):
+            (row,) = shown[title]["rows"]
+            value, step = row[1:3]
+            assert float(value) == pytest.approx(last_val, abs=5e-5) and int(step) == last_step, row
 
 
-def test_every_head_of_a_layer_has_its_own_colour_in_one_chart(trained, browser, tmp_path):
+def test_one_run_per_training_run_and_a_chart_per_head(trained, browser, tmp_path):
+    """Issue 47: every run was 7 TensorBoard runs (its events, val, best, head_0..3), ~35 names after
+    three runs; the head-score charts mixed every run's head_k."""
     run_dir, _ = trained
     with tensorboard(run_dir.parent) as url:
         page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
-        page.goto(f"{url}{QUERY}&tagFilter=score_induction#timeseries")
-        shown = wait_for_tables(page, "score_induction/layer_0", "score_induction/layer_1")
+        page.goto(f"{url}&tagFilter=score_induction#timeseries")
+        heads = [f"score_induction/L{layer}H{head}" for layer in (0, 1) for head in (0, 1)]
+        shown = wait_for_tables(page, *heads)
         page.screenshot(path=tmp_path / "head_scores.png")
-        for layer in (0, 1):
-            rows = shown[f"score_induction/layer_{layer}"]["rows"]
-            assert sorted(row[0].rsplit("/", 1)[-1] for row in rows) == ["head_0", "head_1"], rows  # a line per head
-        colours = page.evaluate(
-            """() => [...document.querySelectorAll('.run-color-swatch')].map(
-                swatch => getComputedStyle(swatch).backgroundColor)"""
-        )
-        assert len(colours) == 5 and len(set(colours)) == 5, colours  # the run, val, best and two heads: five colours
-
-
-def test_custom_scalars_draws_train_val_and_the_best_in_three_colours_and_a_colour_per_head(trained, browser, tmp_path):
-    """Issue 36: the train and val loss chart drew both in one colour (the run's), markers apart."""
-    run_dir, _ = trained
-    with tensorboard(run_dir.parent) as url:
-        page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
-        page.goto(f"{url}#custom_scalars")
-        page.get_by_text("train and val loss").wait_for(timeout=120_000)
-        page.get_by_text("head scores").first.wait_for()
-        page.wait_for_timeout(3_000)  # the lines draw after their data arrive
-        page.screenshot(path=tmp_path / "custom_scalars.png")
-        assert page.get_by_text("Matches (4)").count() >= 1  # induction: 2 layers x 2 heads, each a series
-        # The loss chart's legend ("Matches"): each series as "<tag> (<run>)", written in its line's colour
-        chart = page.locator("tf-custom-scalar-multi-line-chart-card", has_text="train and val loss")
-        entries = chart.locator(".match-list-entry")
-        entries.first.wait_for(state="attached")
-        colour = {}
-        for k in range(entries.count()):
-            tag, run = re.search(r"(loss/\w+) \((.+)\)", entries.nth(k).text_content()).groups()
-            colour[tag, run.rsplit("/", 1)[-1]] = entries.nth(k).evaluate("e => getComputedStyle(e).color")
-        assert set(colour) == {("loss/train", "tensorboard"), ("loss/val", "val"), ("loss/val", "best")}, colour
-        assert len(set(colour.values())) == 3, colour  # train, val and the best so far: a colour each
+        for title in heads:
+            (row,) = shown[title]["rows"]  # the run's one line
+            assert row[0] == run_dir.name + "/tensorboard", row
+        runs = page.evaluate("() => [...document.querySelectorAll('.run-color-swatch')].length")
+        assert runs == 1  # the runs list: this training run, once
 
 
 def test_the_attention_images_are_there_from_step_0(trained, browser, tmp_path):

@@ -109,7 +109,8 @@ def test_without_a_logger_a_run_writes_no_events(tmp_path):
 def test_the_best_val_loss_is_only_ever_a_real_val_loss(tmp_path):
     run = tmp_path / "run"
     train_in_process(run, "trainer.max_steps=6", "trainer.val_check_interval=3", *NO_MEDIA)
-    s, best = scalars(run), scalars(run, "tensorboard/best")["loss/val"]  # the best: its own line in loss/val
+    s = scalars(run)
+    best = s["loss/val_best"]
     assert all(math.isfinite(v) and v > 0 for _, v in best)  # never Lightning's -1 hp_metric placeholder
     assert best[-1][1] == pytest.approx(min(v for _, v in s["loss/val"]))
 
