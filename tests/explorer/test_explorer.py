@@ -297,7 +297,9 @@ def test_attention_and_lens_views_follow_the_mouse_and_the_text(tmp_path, browse
     page.hover("#att-text .ch >> nth=5")
     assert 'position 2 ("f")' in page.inner_text("#att-caption")
     rows = page.locator("table.steps tr")
-    assert rows.count() == 1 + 9 and "−∞" in rows.nth(1 + 5).inner_text()  # key 5 is in query 2's future
+    # a header, the keys 0-2 query 2 sees (the heaviest first), one row for the 6 keys in its future
+    assert rows.count() == 1 + 3 + 1 and "6 keys the mask hides" in rows.nth(4).inner_text()
+    assert "−∞" in rows.nth(4).inner_text()
     show(page, "lens-section")
     lens = page.locator("table.lens tr")
     assert lens.count() == 1 + 3  # a header, the embedding, two layers

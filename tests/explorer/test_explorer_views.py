@@ -212,7 +212,7 @@ def test_legends_disabled_buttons_the_value_component_and_the_dated_title(gpt_pa
     for legend in ["#att-legend", "#lens-legend", "#fail-legend"]:
         assert page.locator(legend).is_visible(), legend
     header = page.inner_text("table.steps tr >> nth=0")
-    assert "v_j[0]" in header and "the first of v_j's d_k = 4 numbers" in page.inner_text("#att-steps")
+    assert "weight × v_j" in header and "the first 3 of its d_k = 4 numbers" in page.inner_text("#att-steps")
     type_text(page, "")
     for button in ["#sample", "#argmax", "#play", "#back"]:
         assert page.locator(button).is_disabled(), button
@@ -498,3 +498,62 @@ def test_the_block_and_lens_texts_say_what_this_model_computes(tmp_path, browser
     assert [s for s in not_said if s in text] == []
     assert opened.errors == []
     opened.page.close()
+
+
+def test_the_attention_tables_list_the_heaviest_keys_first_and_every_key_on_request(gpt_page):
+    """Issue 47, item 5: both tables listed every key in position order, nearly all 0.000, the keys that
+    matter out of sight; `× v_j[0]` showed one of d_k numbers."""
+    _, page = gpt_page
+    type_text(page, LONG[:200])  # a full window: 16 keys seen by the last query
+    show(page, "attention-section", "heads-section")
+
+    def weights(selector: str, columns: slice) -> list[list[float]]:
+        rows = page.eval_on_selector_all(f"{selector} tr", "rs => rs.map(r => [...r.cells].map(c => c.textContent))")
+        return [[float(cell) for cell in row[columns]] for row in rows[1:] if len(row) > 2 and row[0].isdigit()]
+
+    steps = [row[0] for row in weights("table.steps", slice(4, 5))]  # the softmax column
+    assert len(steps) == 8 and steps == sorted(steps, reverse=True)  # the heaviest 8 of 16, heaviest first
+    rest = page.inner_text("table.steps tr.rest-row")
+    assert rest.startswith("8 other keys, each weighing at most ") and float(rest.split()[-1]) < 1 - sum(steps) + 2e-3
+    assert re.search(r"\[-?\d\.\d{3}, -?\d\.\d{3}, -?\d\.\d{3}, …\]\s+\|x\| = \d\.\d\d", page.inner_text("table.steps"))
+    side = weights("table.side-table", slice(2, None))
+    assert len(side) == 8 and [max(r) for r in side] == sorted((max(r) for r in side), reverse=True)
+    page.click("#att-steps .keys-toggle")  # every key, in position order
+    page.evaluate("window.scratchgpt.settled()")
+    keys = page.eval_on_selector_all("table.steps tr", "rs => rs.slice(1).map(r => r.cells[0].textContent)")
+    assert keys == [str(j) for j in range(16)]
+    assert page.locator("table.side-table tr").count() == 1 + 16
+
+
+@pytest.mark.slow
+def test_the_time_lapse_opens_on_the_strongest_induction_head_plays_and_labels_its_steps(trained, tmp_path, browser):
+    """Issue 47, item 4: the page opened on layer 0's head 0 ("no kind") while head 2 was the induction head;
+    no play button, no step labels."""
+    import json
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(trained[0], run_dir)
+    stored = json.loads((run_dir / "head_scores.json").read_text())
+    last = stored["snapshots"][-1]  # make layer 1's head 1 the strongest induction head, layer 0's head 0 another
+    for layer, head, score in ((1, 1, 0.9), (0, 0, 0.6)):
+        last["scores"]["induction"][layer][head] = score
+        last["kinds"][layer][head] = "induction"
+    (run_dir / "head_scores.json").write_text(json.dumps(stored))
+    opened = open_page(browser, write_explorer(run_dir / "checkpoints" / "last.ckpt", tmp_path / "page.html", tmp_path))
+    page = opened.page
+    show(page, "job-section")
+    cells = page.locator("table.job td")
+    selected = [k for k in range(cells.count()) if "selected" in (cells.nth(k).get_attribute("class") or "")]
+    heads = len(last["kinds"][0])
+    assert selected == [1 * heads + 1]  # layer 1, head 1
+    ticks = page.locator(".lapse-ticks span").all_inner_texts()
+    assert ticks[0] == "0" and ticks[-1] == "now"
+    last_frame = page.evaluate("() => document.getElementById('step-slider').max")
+    page.click("#lapse-play")
+    assert page.evaluate("() => document.getElementById('step-slider').value") == "0"  # from the first validation
+    assert page.inner_text("#lapse-play") == "❚❚ pause" and page.inner_text("#step-label").startswith("step 0:")
+    page.wait_for_function(f"() => document.getElementById('step-slider').value === '{last_frame}'", timeout=20_000)
+    page.wait_for_function("() => document.getElementById('lapse-play').textContent === '▶ play'")
+    assert page.inner_text("#step-label").startswith("this checkpoint")
+    assert opened.errors == []

@@ -84,6 +84,7 @@ const state = {
   written: [], // characters added by "Write step by step", for "step back"
   picked: null, // what the last step wrote, and how: shown until the text is typed
   playing: null,
+  allKeys: false, // the attention tables: every key in position order, not the heaviest first
 };
 let current = null;
 
@@ -440,7 +441,20 @@ function mapWidth() {
   return Math.min(574, attentionWidth - 34);
 }
 
-/** The notes' steps for one head and one query, with the actual numbers. */
+/** The keys a table lists: the heaviest first (those above SHOWN_KEYS' weight, at most SHOWN_KEYS), or every
+ * key in position order when state.allKeys; and a button that switches between the two. */
+const SHOWN_KEYS = 8;
+function keyOrder(keys, weightOf) {
+  if (state.allKeys) return { shown: keys, rest: [] };
+  const sorted = [...keys].sort((a, b) => weightOf(b) - weightOf(a) || a - b);
+  return { shown: sorted.slice(0, SHOWN_KEYS), rest: sorted.slice(SHOWN_KEYS) };
+}
+function keysButton(total) {
+  const label = state.allKeys ? "the heaviest keys first" : `all ${total} keys, in position order`;
+  return el("button", { class: "keys-toggle", onclick: () => { state.allKeys = !state.allKeys; request("attention-section", "heads-section"); } }, label);
+}
+
+/** The notes' steps for one head and one query, with the actual numbers: the keys it weighs most first. */
 function drawSteps(box, i) {
   const att = current.result.attention[state.layer];
   const { scores, weights, context } = selectedHead();
@@ -448,28 +462,29 @@ function drawSteps(box, i) {
   const dK = att.dK;
   box.append(el("p", { class: "formula" }, `scores = Q Kᵀ / √d_k  (d_k = ${dK}),   + M (${maskWords}),   weights = softmax,   context = weights · V`));
   const table = el("table", { class: "steps" });
-  table.append(el("tr", {}, ...["j", "char", "q·k_j / √d_k", "+ mask", "softmax", "× v_j[0]"].map((h) => el("th", {}, h))));
+  table.append(el("tr", {}, ...["j", "char", "q·k_j / √d_k", "+ mask", "softmax", "weight × v_j"].map((h) => el("th", {}, h))));
   const V = att.V, d = model.d, offset = state.head * dK;
-  for (let j = 0; j < T; j++) {
-    const masked = isMasked(i, j);
-    table.append(
-      el(
-        "tr",
-        { class: masked ? "masked" : j === i ? "query-row" : "" },
-        el("td", {}, String(j)),
-        el("td", { class: "mono" }, glyph(seen[j])),
-        el("td", {}, fmt(scores[i * T + j])),
-        el("td", {}, masked ? "−∞" : fmt(scores[i * T + j])),
-        el("td", { style: masked ? "" : `background:${heat(weights[i * T + j])}` }, fmt(masked ? 0 : weights[i * T + j])),
-        el("td", {}, fmt(masked ? 0 : weights[i * T + j] * V[j * d + offset], 4))
-      )
-    );
+  const row = (j) => {
+    const w = weights[i * T + j];
+    const part = Float64Array.from({ length: dK }, (_, c) => w * V[j * d + offset + c]);
+    return el("tr", { class: j === i ? "query-row" : "" }, el("td", {}, String(j)), el("td", { class: "mono" }, glyph(seen[j])),
+      el("td", {}, fmt(scores[i * T + j])), el("td", {}, fmt(scores[i * T + j])),
+      el("td", { style: `background:${heat(w)}` }, fmt(w)), el("td", { class: "mono" }, vectorText(part, 3)));
+  };
+  const seenKeys = Array.from({ length: T }, (_, j) => j).filter((j) => !isMasked(i, j));
+  const { shown, rest } = keyOrder(seenKeys, (j) => weights[i * T + j]);
+  shown.forEach((j) => table.append(row(j)));
+  if (rest.length) {
+    const left = rest.reduce((sum, j) => sum + weights[i * T + j], 0);
+    table.append(el("tr", { class: "rest-row" }, el("td", { colspan: 6 }, `${rest.length} other keys, each weighing at most ${fmt(weights[i * T + rest[0]])}, together ${fmt(left)}`)));
   }
-  box.append(table);
-  box.append(el("p", { class: "hint" }, `× v_j[0]: the weight times the first of v_j's d_k = ${dK} numbers, one column for all; the context sums every one of them (the Q, K, V view below shows them all).`));
-  const shown = Math.min(dK, 8);
-  const vector = Array.from(context.subarray(i * dK, i * dK + shown), (v) => fmt(v)).join(", ");
-  box.append(el("p", { class: "formula" }, `context_${i} = Σ_j weights_j v_j = [${vector}${dK > shown ? ", …" : ""}]  (${dK} numbers; the heads' contexts are concatenated${model.weight(`blocks.${state.layer}.attention.W_O`) || model.weight("attention.W_O") ? " and multiplied by W_O" : ""})`));
+  const masked = T - seenKeys.length;
+  if (masked) table.append(el("tr", { class: "masked" }, el("td", { colspan: 3 }, `${masked} key${masked > 1 ? "s" : ""} the mask hides (${W_ATT ? "the future, and before the window" : `j = ${i + 1}..${T - 1}, the future`})`), el("td", {}, "−∞"), el("td", {}, fmt(0)), el("td", {}, "")));
+  box.append(el("div", { class: "controls" }, keysButton(seenKeys.length)), table);
+  box.append(el("p", { class: "hint" }, `weight × v_j: what key j adds to the context, the first 3 of its d_k = ${dK} numbers and its length |x|; the context is their sum (the Q, K, V view below shows every number).`));
+  const shownDims = Math.min(dK, 8);
+  const vector = Array.from(context.subarray(i * dK, i * dK + shownDims), (v) => fmt(v)).join(", ");
+  box.append(el("p", { class: "formula" }, `context_${i} = Σ_j weights_j v_j = [${vector}${dK > shownDims ? ", …" : ""}]  (${dK} numbers; the heads' contexts are concatenated${model.weight(`blocks.${state.layer}.attention.W_O`) || model.weight("attention.W_O") ? " and multiplied by W_O" : ""})`));
 }
 
 // ---------------------------------------------------------------- inside the model: one position followed through
@@ -762,7 +777,10 @@ function drawHeadsSide() {
   });
   const table = el("table", { class: "side-table" });
   table.append(el("tr", {}, el("th", {}, "key j"), el("th", {}, "char"), ...att.heads.map((_, h) => el("th", {}, `head ${h}`))));
-  for (let j = 0; j <= i; j++) {
+  const heaviest = (j) => Math.max(...att.heads.map((head) => head.weights[i * T + j]));
+  const keys = Array.from({ length: i + 1 }, (_, j) => j).filter((j) => !isMasked(i, j));
+  const { shown, rest } = keyOrder(keys, heaviest);
+  for (const j of shown) {
     table.append(
       el("tr", {}, el("td", {}, String(j)), el("td", { class: "mono" }, glyph(seen[j])), ...att.heads.map((head) => {
         const w = head.weights[i * T + j];
@@ -770,9 +788,11 @@ function drawHeadsSide() {
       }))
     );
   }
+  if (rest.length) table.append(el("tr", { class: "rest-row" }, el("td", { colspan: 2 + att.heads.length }, `${rest.length} other keys, each below ${fmt(heaviest(rest[0]))} in every head`)));
   box.append(
-    el("p", { class: "hint" }, `Layer ${state.layer}: each head's map (row i: the weights of query i), and below, the weights that query ${i} (${JSON.stringify(seen[i])}) puts on every earlier key, one column per head: the same query, a different question each.`),
+    el("p", { class: "hint" }, `Layer ${state.layer}: each head's map (row i: the weights of query i), and below, the weights that query ${i} (${JSON.stringify(seen[i])}) puts on the keys it sees, the heaviest in any head first, one column per head: the same query, a different question each.`),
     maps,
+    el("div", { class: "controls" }, keysButton(keys.length)),
     el("div", { class: "side-table-box" }, table)
   );
 }
@@ -897,9 +917,48 @@ function drawTimelapse() {
     ? `step ${frame.step}: validation ${state.frame + 1} of ${frames.length - 1} stored by the run` + (frame.val_loss !== null ? `, val loss ${frame.val_loss.toFixed(4)}` : "") + `, in-context ${fmt(frame.in_context)} (probe)` + (frame.in_context_text !== null && frame.in_context_text !== undefined ? `, ${fmt(frame.in_context_text)} (text)` : "")
     : `this checkpoint (step ${payload.step}), computed in the page` + (headsNow ? `: in-context ${fmt(headsNow.inContext)} (probe: loss on the 2nd copy minus the 1st)` : ": scoring…");
   const note = P.history
-    ? `The run's ${frames.length - 1} validations (${P.history.file}): slide to watch the heads form; the last position is this checkpoint.`
+    ? `The run's ${frames.length - 1} validations (${P.history.file}): play or slide to watch the heads form; the last position is this checkpoint.`
     : "This checkpoint's run kept no head scores (no head_scores.json beside it: trained before the callback existed, or with callbacks.head_scores=null), so there is no time-lapse; the scores below are this checkpoint's, computed in the page.";
-  box.replaceChildren(el("p", { class: "hint", id: "timelapse-note" }, note), el("label", { class: "controls" }, "step ", slider, el("span", { id: "step-label" }, label)));
+  const play = el("button", { id: "lapse-play", onclick: togglePlayLapse }, state.lapse ? "❚❚ pause" : "▶ play");
+  play.disabled = frames.length === 1;
+  // Steps under the slider: the first and about four more, each under its position, then "now" (this checkpoint).
+  const every = Math.max(1, Math.ceil((frames.length - 1) / 5));
+  const ticks = frames.map((f, k) => (f && k % every === 0 && frames.length - 1 - k >= every / 2 ? el("span", { style: `left:${(100 * k) / Math.max(1, frames.length - 1)}%` }, String(f.step)) : null)).filter(Boolean);
+  const scale = el("div", { class: "lapse-scale" }, slider, el("div", { class: "lapse-ticks hint" }, ...ticks, el("span", { style: "left:100%" }, "now")));
+  box.replaceChildren(el("p", { class: "hint", id: "timelapse-note" }, note), el("div", { class: "controls" }, play, scale, el("span", { id: "step-label" }, label)));
+}
+
+/** Play the time-lapse: a validation every LAPSE_MS, from the first (or from where it stands), to this checkpoint. */
+const LAPSE_MS = 700;
+function togglePlayLapse() {
+  if (state.lapse) {
+    clearInterval(state.lapse);
+    state.lapse = null;
+  } else {
+    const last = headFrames().length - 1;
+    if (state.frame === last) state.frame = 0;
+    state.lapse = setInterval(() => {
+      state.frame = Math.min(state.frame + 1, last);
+      if (state.frame === last) { clearInterval(state.lapse); state.lapse = null; }
+      drawTimelapse();
+      drawView("job-section");
+    }, LAPSE_MS);
+  }
+  drawTimelapse();
+  drawView("job-section");
+}
+
+/** The head the time-lapse opens on: the strongest induction head (what the time-lapse is for), else the
+ * strongest head of any kind, else layer 0's head 0; judged at the run's last stored validation. */
+function strongestHead(data) {
+  for (const kind of ["induction", ...payload.heads.kinds.filter((k) => k !== "induction")]) {
+    let best = null, value = -Infinity;
+    data.kinds.forEach((layer, l) => layer.forEach((k, h) => {
+      if (k === kind && data.scores[kind][l][h] > value) { value = data.scores[kind][l][h]; best = [l, h]; }
+    }));
+    if (best) return best;
+  }
+  return [0, 0];
 }
 
 /** The layers x heads grid of the chosen frame, and the chosen head's maps. */
@@ -914,7 +973,8 @@ function drawHeadJob() {
     return;
   }
   const [L, H] = [data.scores.induction.length, data.scores.induction[0].length];
-  const [sl, sh] = state.jobHead ?? [0, 0];
+  state.jobHead ??= strongestHead(headFrames().at(-2) ?? data);
+  const [sl, sh] = state.jobHead;
   const table = el("table", { class: "job" });
   table.append(el("tr", {}, el("th", {}, ""), ...Array.from({ length: H }, (_, h) => el("th", {}, `head ${h}`))));
   for (let l = 0; l < L; l++) {
