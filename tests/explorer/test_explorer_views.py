@@ -219,6 +219,9 @@ def test_legends_disabled_buttons_the_value_component_and_the_dated_title(gpt_pa
     type_text(page, "First")
     page.click("#argmax")
     assert page.locator("#back").is_enabled()
+    assert page.inner_text("#picked").startswith("argmax wrote ")  # what it wrote, and how
+    type_text(page, "")  # issue 47, item 6: the line stayed after the text was cleared
+    assert page.inner_text("#picked") == ""
 
 
 def lens_header(page) -> str:

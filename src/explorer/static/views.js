@@ -1058,7 +1058,7 @@ function drawLens() {
   box.scrollLeft = box.scrollWidth; // the last position, the prediction, in sight on a narrow screen
   if (model.config.kind !== "seed" && !model.weight("W_vocab"))
     $("lens-note").textContent =
-      "Why the embedding row predicts its own input at ~100%: this model's output head is tied to its embedding (logits = x Eᵀ, W_vocab = Eᵀ), so reading the embedding row scores every character c by E[c] · x, where x is the input character's own embedding plus its position's code: the largest score is the input character itself. The row shows the tie, not a prediction; the rows after each layer are what the model computes.";
+      "Why the embedding row mostly names its own input: this model's output head is tied to its embedding (logits = x Eᵀ, W_vocab = Eᵀ), so reading the embedding row scores every character c by E[c] · x, where x is the input character's own embedding plus its position's code: the largest score is usually the input character itself, with the probability its cell shows (the position's code pulls it down). The row shows the tie, not a prediction; the rows after each layer are what the model computes.";
 }
 
 // ---------------------------------------------------------------- where it fails
@@ -1217,7 +1217,7 @@ function readNumber(id, parse, check) {
 
 function wireControls() {
   $("prompt").value = state.text;
-  $("prompt").addEventListener("input", () => { state.written = []; state.text = $("prompt").value; scheduleUpdate(); });
+  $("prompt").addEventListener("input", () => { state.written = []; state.picked = null; state.text = $("prompt").value; scheduleUpdate(); });
   const temp = () => {
     state.temperature = Number($("temperature").value);
     $("temperature-value").textContent = state.temperature.toFixed(2) + (state.temperature === 0 ? " (greedy)" : "");
