@@ -65,7 +65,7 @@ def validation_text(hparams: dict[str, Any], data_dir: str | Path, chars: int) -
 def split_excerpt(val: np.ndarray, vocab: list[str], path: str | Path, chars: int) -> tuple[str, str]:
     """The first `chars` ids of a validation split as text, and where they come from."""
     val = val[:chars]
-    source = f"the first {len(val):,} characters of the validation split of {path}"
+    source = f"the first {len(val):,} characters of the validation split of {Path(path).name}"  # no machine paths
     return "".join(vocab[i] for i in val.tolist()), source
 
 
@@ -79,13 +79,11 @@ def file_text(path: str | Path, chars: int) -> tuple[str, str]:
             text = f.read(chars)  # the opening only, not the whole file
     except UnicodeDecodeError:
         raise ValueError(f"text={path} is not UTF-8 text: convert it, or leave text= unset") from None
-    return text, f"the first {len(text):,} characters of {file}"
+    return text, f"the first {len(text):,} characters of {file.name}"
 
 
 def run_history(run_dir: Path) -> dict[str, Any] | None:
     """The val/train loss curves and the text samples of the run's TensorBoard events, if they are there."""
-    # The run's own events are the shallowest; runs made before a training run was one TensorBoard run
-    # have the val loss in a run `val` below them (and best, head_<h>).
     found = sorted((run_dir / "tensorboard").rglob("events.out.tfevents.*"), key=lambda path: (len(path.parts), path))
     if not found:
         return None
@@ -93,19 +91,13 @@ def run_history(run_dir: Path) -> dict[str, Any] | None:
 
     logging.getLogger("tensorboard").setLevel(logging.WARNING)  # not "No path found after ..." in the run's log
 
-    def read(folder: Path) -> EventAccumulator:
-        accumulator = EventAccumulator(str(folder), size_guidance={"scalars": 0, "tensors": 0})
-        accumulator.Reload()
-        return accumulator
+    accumulator = EventAccumulator(str(found[0].parent), size_guidance={"scalars": 0, "tensors": 0})
+    accumulator.Reload()
 
-    accumulator = read(found[0].parent)
-    val_run = found[0].parent / "val"
-    beside = read(val_run) if val_run.is_dir() else None
-
-    def curve(tag: str, events: EventAccumulator | None = accumulator) -> list[list[float]]:
-        if events is None or tag not in events.Tags()["scalars"]:
+    def curve(tag: str) -> list[list[float]]:
+        if tag not in accumulator.Tags()["scalars"]:
             return []
-        points = {e.step: e.value for e in events.Scalars(tag)}  # a resumed run may log a step twice
+        points = {e.step: e.value for e in accumulator.Scalars(tag)}  # a resumed run may log a step twice
         return [[step, value] for step, value in sorted(points.items()) if math.isfinite(value)]
 
     samples = []
@@ -115,10 +107,16 @@ def run_history(run_dir: Path) -> dict[str, Any] | None:
             samples.append([event.step, "\n".join(line.removeprefix("    ") for line in text.split("\n"))])
     # the tags src/training/tensorboard.py gives val/loss and train/loss (runs before it: val/loss, train/loss)
     return {
-        "val_loss": curve("loss/val", beside) or curve("loss/val") or curve("val/loss"),
+        "val_loss": curve("loss/val") or curve("val/loss"),
         "train_loss": curve("loss/train") or curve("train/loss"),
         "samples": sorted(samples),
     }
+
+
+def shared_path(path: Path, run_dir: Path) -> str:
+    """A path as the page shows it, relative to its run (checkpoints/best.ckpt): the page is made to be
+    shared, and a machine's folders mean nothing on another."""
+    return str(path.relative_to(run_dir)) if path.is_relative_to(run_dir) else path.name
 
 
 def run_title(run_dir: Path) -> str:
@@ -147,7 +145,7 @@ def head_payload(vocab_size: int, context_window: int, run_dir: Path) -> dict[st
         except (OSError, ValueError):
             stored = None
         if isinstance(stored, dict) and stored.get("format") == HEAD_SCORES_FORMAT and stored.get("snapshots"):
-            history = {**stored, "snapshots": thin_maps(stored["snapshots"], HEAD_MAPS_BYTES), "file": str(path)}
+            history = {**stored, "snapshots": thin_maps(stored["snapshots"], HEAD_MAPS_BYTES), "file": path.name}
     return {
         "n": n,
         "probe": probe.tolist(),
@@ -185,7 +183,7 @@ def page_payload(
     config = {k: v for k, v in asdict(trained.model.cfg).items() if k not in ("fused", "dropout")}
     return {
         "title": run_title(run_dir),
-        "checkpoint": str(checkpoint),
+        "checkpoint": shared_path(checkpoint, run_dir),
         "step": trained.global_step,
         "best_val_loss": best if best is not None and math.isfinite(best) else None,
         "parameters": count_parameters(trained.model),

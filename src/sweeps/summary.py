@@ -129,11 +129,15 @@ def finish(config: DictConfig, stopped: str | None = None, total: int | None = N
         from src.sweeps.analysis import summary_text  # the analysis only once the sweep is done
 
         table, fit, residuals = summary_text(rows)
-        (sweep_dir / "summary.md").write_text(f"# Sweep {sweep_dir}\n\n{table}\n")
+        swept = swept_keys(config.hydra)
+        fixed = [o for o in config.hydra.overrides.task if o.split("=", 1)[0].lstrip("+~") not in swept]
+        every = f"Every job: `{' '.join(fixed)}`\n\n" if fixed else ""
+        # Named as Hydra names it (<date>/<time>), not by this machine's folders: the file is made to be shared
+        (sweep_dir / "summary.md").write_text(f"# Sweep {sweep_dir.parent.name}/{sweep_dir.name}\n\n{every}{table}\n")
         from src.plots import save_png  # matplotlib too
         from src.sweeps.figure import sweep_figure
 
-        figure = sweep_figure(rows, sorted(swept_keys(config.hydra)), fit, residuals)
+        figure = sweep_figure(rows, sorted(swept), fit, residuals)
         save_png(figure, str(sweep_dir / "summary.png"))
         from src.training.tensorboard import watch_command  # every job's curves, named by what it swept
 

@@ -27,7 +27,7 @@ def test_the_title_names_the_runs_date():
     assert run_title(Path("/tmp/elsewhere/run")) == "run"
 
 
-def test_the_history_reads_the_train_loss_from_the_runs_events_and_the_val_loss_from_its_val_run(tmp_path):
+def test_the_history_reads_the_train_and_val_loss_from_the_runs_events(tmp_path):
     from src.training.tensorboard import TensorBoard
 
     logger = TensorBoard(tmp_path)  # tmp_path/tensorboard, as a run writes it
@@ -36,4 +36,22 @@ def test_the_history_reads_the_train_loss_from_the_runs_events_and_the_val_loss_
     logger.finalize("success")
     history = run_history(tmp_path)
     assert history["train_loss"] == [[0, 4.5], [20, 3.5]]
-    assert history["val_loss"] == [[0, 4.0], [20, 2.0]]  # the val run's, not the best so far (3.0)
+    assert history["val_loss"] == [[0, 4.0], [20, 2.0]]  # not the best so far (3.0)
+
+
+def test_the_page_names_no_folder_of_the_machine_it_was_made_on(tmp_path):
+    """Issue 47, item 6: the page is made to be shared; it carried the checkpoint's, the head scores' and
+    the text's absolute paths."""
+    from src.explorer.page import write_explorer
+    from tests.explorer.browser import write_checkpoint
+
+    vocab = sorted(set("First Citizen:\nBefore we proceed.\n"))
+    checkpoint = tmp_path / "2026-11-24" / "23-28-30" / "checkpoints" / "best.ckpt"
+    checkpoint.parent.mkdir(parents=True)
+    config = {"kind": "gpt", "context_window": 8, "embedding_dim": 8, "num_heads": 2, "num_layers": 1}
+    write_checkpoint(checkpoint, config, vocab)
+    (checkpoint.parent.parent / "head_scores.json").write_text(json.dumps({"format": "scratchgpt head scores 1"}))
+    text = tmp_path / "notes.txt"
+    text.write_text("".join(vocab) * 3, encoding="utf-8")
+    page = write_explorer(checkpoint, tmp_path / "page.html", tmp_path, text=str(text)).read_text(encoding="utf-8")
+    assert str(tmp_path) not in page and "checkpoints/best.ckpt" in page and "characters of notes.txt" in page

@@ -46,7 +46,7 @@ def test_a_2x2_sweep_gives_four_jobs_a_summary_and_a_plot(tmp_path):
         runs = [p for p in (job / "tensorboard").iterdir() if p.is_dir()]
         assert len(runs) == 1 and list(runs[0].glob("events.out.tfevents.*"))
         names.add(frozenset(runs[0].name.split(",")))  # the order follows the command line
-        events = EventAccumulator(str(runs[0] / "val"))  # the val loss: a run beside the job's events
+        events = EventAccumulator(str(runs[0]))  # the job's one TensorBoard run
         events.Reload()
         assert "loss/val" in events.Tags()["scalars"]
         assert (job / "checkpoints" / "best.ckpt").is_file() and (job / ".hydra" / "config.yaml").is_file()
@@ -55,7 +55,10 @@ def test_a_2x2_sweep_gives_four_jobs_a_summary_and_a_plot(tmp_path):
     assert names == {frozenset({f"num_heads={h}", f"embedding_dim={d}"}) for h in (2, 4) for d in (32, 48)}
     summary = (sweep / "summary.md").read_text()
     assert summary.count("| ok |") == 4
-    assert "\n".join(summary.splitlines()[2:]) in result.stdout  # the same table, printed
+    title, _, every, _, *table = summary.splitlines()
+    assert title == f"# Sweep {tmp_path.name}/sweep"  # Hydra's <date>/<time>: no machine's folders (issue 47)
+    assert every.startswith("Every job: `") and "model.num_layers=1" in every and "num_heads" not in every
+    assert "\n".join(table) in result.stdout  # the same table, printed
     png = (sweep / "summary.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24])[0] > 0
 
@@ -110,7 +113,7 @@ def test_ddp_on_the_cpu_writes_one_run_directory(tmp_path):
     (run,) = list(day.iterdir())  # the second process wrote into the same directory
     assert len(list((run / "tensorboard").glob("events.out.tfevents.*"))) == 1
     assert (run / "checkpoints" / "last.ckpt").is_file()
-    events = EventAccumulator(str(run / "tensorboard" / "val"))  # the val loss: a run beside the run's events
+    events = EventAccumulator(str(run / "tensorboard"))
     events.Reload()
     logged = events.Scalars("loss/val")[-1].value
     evaluated = run_main("evaluate", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}")
