@@ -106,7 +106,7 @@ def train(cfg: DictConfig, ready: Ready | None = None) -> float:
         if plan.resume is not None:
             log.info(f"resuming from {plan.resume}")
     with rundir.hold_run_dir(run_dir) if trainer.is_global_zero else nullcontext():
-        with stops_in_one_line(cfg, plan, trainer):
+        with stops_in_one_line(cfg, plan, trainer, started):
             trainer.fit(lit, datamodule=datamodule, ckpt_path=str(plan.resume) if plan.resume else None)
             raise_if_interrupted(cfg, trainer, lit, started)
             return report(cfg, plan, trainer, lit, started)

@@ -64,8 +64,9 @@ def validated_loss(lit: Any) -> float | None:
     return lit.best_val_loss if math.isfinite(lit.best_val_loss) else None
 
 
-def write_result(cfg: DictConfig, trainer: Any, lit: Any, started: float) -> None:
-    """result.json (rank 0): what a sweep's summary reads, and what tells a rerun that the run is done."""
+def write_result(cfg: DictConfig, trainer: Any, lit: Any, started: float, status: str | None = None) -> None:
+    """result.json (rank 0): what a sweep's summary reads, and what tells a rerun whether the run is done
+    (status "interrupted": not yet, last.ckpt goes on)."""
     if not trainer.is_global_zero:
         return
     best = validated_loss(lit)
@@ -75,7 +76,7 @@ def write_result(cfg: DictConfig, trainer: Any, lit: Any, started: float) -> Non
         cfg.paths.output_dir,
         {
             "run_name": run_name_and_keys()[0],
-            "status": "ok" if best is not None else "not validated",
+            "status": status or ("ok" if best is not None else "not validated"),
             "best_val_loss": best,
             "best_val_bpc": best / math.log(2) if best is not None else None,
             "parameters": count_parameters(lit.model),
@@ -147,7 +148,7 @@ def raise_if_interrupted(cfg: DictConfig, trainer: Any, lit: Any, started: float
 
 
 @contextmanager
-def stops_in_one_line(cfg: DictConfig, plan: preflight.Plan, trainer: Any) -> Iterator[None]:
+def stops_in_one_line(cfg: DictConfig, plan: preflight.Plan, trainer: Any, started: float) -> Iterator[None]:
     """A run stopped by a signal, a lost DDP rank or a full disk ends in one line naming what is kept."""
     run_dir = Path(cfg.paths.output_dir)
     if trainer.world_size > 1:  # the cluster wing: a rank that dies is named by rank 0 at once
@@ -165,6 +166,7 @@ def stops_in_one_line(cfg: DictConfig, plan: preflight.Plan, trainer: Any) -> It
             fail(f"{stop}; training had ended, its result is in {result}; the sample after it was skipped", status)
         if not (run_dir / "checkpoints" / "last.ckpt").is_file():
             fail(f"{stop}: run the command again to start over", status=status)
+        write_result(cfg, trainer, trainer.lightning_module, started, status="interrupted")  # where it stands
         resume = f"python -m src.train ckpt_path={run_dir}"
         if stop.signal_name == "SIGUSR1":  # SLURM's pre-emption notice (the cluster wing)
             from src.cluster.slurm import requeue_preempted, slurm_job
@@ -172,7 +174,7 @@ def stops_in_one_line(cfg: DictConfig, plan: preflight.Plan, trainer: Any) -> It
             if slurm_job() is not None:
                 requeued = requeue_preempted(cfg.paths.log_dir, run_dir, resume, trainer.is_global_zero)
                 fail(f"{stop}; {requeued}", status)
-        fail(f"{stop}; resume with: {resume}", status=status)
+        fail(f"{stop}; resume with: {resume}; see inside it now: python -m src.explore ckpt_path={run_dir}", status)
     except RuntimeError as err:
         if trainer.world_size == 1:
             raise

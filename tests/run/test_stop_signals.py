@@ -60,8 +60,13 @@ def test_a_signal_between_steps_saves_last_ckpt_and_names_the_resume_command(tmp
     assert stopped.value.code == exit_status(first) == 128 + signal.Signals[first]
     last = run / "checkpoints" / "last.ckpt"
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
-    assert lines == [f"error: {first} at step 3: saved {last}; resume with: python -m src.train ckpt_path={run}"]
+    assert lines == [
+        f"error: {first} at step 3: saved {last}; resume with: python -m src.train ckpt_path={run}; "
+        f"see inside it now: python -m src.explore ckpt_path={run}"
+    ]
     assert read_checkpoint(last)["global_step"] == 3
+    result = json.loads((run / "result.json").read_text())  # issue 47: it left none
+    assert result["status"] == "interrupted" and result["steps"] == 3 and result["best_val_loss"] is None
 
 
 @pytest.mark.slow
