@@ -30,6 +30,7 @@ def _swept_value(row: dict, key: str) -> int | float | str | None:
 
 
 MAX_TICKS = 8  # more swept values than this: every k-th is labelled
+MIN_SPAN = 0.05  # nats: a panel's loss axis spans at least this, so that seed noise is not drawn as a slope
 
 
 def compact(value: int | float | str) -> str:
@@ -91,7 +92,13 @@ def sweep_figure(
     done = [(row, loss) for row in rows if (loss := finite_loss(row)) is not None]
     groups = seed_groups(rows)
     by_job = {row["job"]: row for row, _ in done}
-    panels = [key for key in swept if key != "seed"] + ["parameters"] + (["residual"] if fit and residuals else [])
+    # A panel per swept key, and the size when sizes differ (a constant panel says nothing); a sweep of seeds
+    # alone: its seeds
+    panels = [key for key in swept if key != "seed"]
+    if len({row.get("parameters") for row, _ in done}) > 1:
+        panels.append("parameters")
+    panels = panels or (["seed"] if "seed" in swept else ["parameters"])
+    panels += ["residual"] if fit and residuals else []
     heads = any(head_value(row, "best_induction") is not None for row, _ in done)
     fig, axes = plt.subplots(
         3 if heads else 1, len(panels), figsize=(4 * len(panels), 3.6 * (3 if heads else 1)), dpi=DPI, squeeze=False
@@ -123,6 +130,9 @@ def sweep_figure(
                 va="bottom" if above else "top",
             )
         axis.dress(ax, "parameters" if key == "residual" else key)
+        low, high = ax.get_ylim()
+        if high - low < MIN_SPAN:
+            ax.set_ylim((low + high - MIN_SPAN) / 2, (low + high + MIN_SPAN) / 2)
         if key == "residual":
             ax.axhline(0.0, color="grey", linewidth=0.8)
             ax.set_ylabel("best val loss - fit", fontsize=8)
@@ -166,6 +176,10 @@ def _head_panels(counts_ax: Axes, scores_ax: Axes, done: list, groups: list | No
         return
     axis = XAxis([x for x, _ in points], log=key == "parameters")
     placed = _dodged([(x, 0, row["job"]) for x, row in points], axis)
+    if not any(head_value(row, f"{kind}_heads") for _, row in points for kind, _ in HEAD_KINDS):
+        counts_ax.text(
+            0.5, 0.5, "no head of any kind in any job", ha="center", va="center", transform=counts_ax.transAxes
+        )
     for k, (kind, short) in enumerate(HEAD_KINDS):
         offset = (k - 1.5) * 0.06 * axis.step
         xs = [x + offset for (x, _), (_, row) in zip(placed, points, strict=True)]
@@ -176,7 +190,8 @@ def _head_panels(counts_ax: Axes, scores_ax: Axes, done: list, groups: list | No
     axis.dress(counts_ax, key)
     counts_ax.set_ylabel("heads of each kind", fontsize=8)
     counts_ax.grid(alpha=0.3)
-    counts_ax.legend(fontsize=7, ncol=4)
+    if counts_ax.get_legend_handles_labels()[0]:
+        counts_ax.legend(fontsize=7, ncol=4)
     in_context_ax = scores_ax.twinx()
     for (x, _), (_, row) in zip(placed, points, strict=True):
         induction, in_context = head_value(row, "best_induction"), head_value(row, "in_context")

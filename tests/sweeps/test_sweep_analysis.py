@@ -273,3 +273,24 @@ def test_no_two_job_labels_of_a_12_job_sweep_figure_touch():
             assert not touching, f"{ax.get_xlabel()}: job labels overlap"
     finally:
         plt.close(figure)
+
+
+def test_the_plot_draws_no_seed_noise_as_a_slope_no_constant_panel_and_no_empty_legend():
+    """Issue 47, item 6: 0.0026 nats of seed noise filled the loss axis as a steep rise, the size panel of a
+    sweep of one size repeated the same point, and "heads of each kind" was an empty panel."""
+    kinds = {"previous_token_heads": 0, "duplicate_token_heads": 0, "induction_heads": 0, "first_token_heads": 0}
+    rows = [
+        {
+            **job(i, 2.0 + 0.0013 * i, 5_000, f"optimizer.lr={lr}", f"seed={s}"),
+            "heads": {**kinds, "best_induction": 0.1},
+        }
+        for i, (lr, s) in enumerate([(0.001, 1), (0.001, 2), (0.003, 1)])
+    ]
+    figure = sweep_figure(rows, ["optimizer.lr", "seed"])
+    loss, counts, _scores, *_ = figure.axes
+    assert loss.get_xlabel() == "optimizer.lr" and len(figure.get_axes()) == 4  # lr's three rows; no size panel
+    low, high = loss.get_ylim()
+    assert high - low == pytest.approx(0.05)  # not 0.0026 stretched over the axis
+    assert [t.get_text() for t in counts.texts] == ["no head of any kind in any job"] and counts.get_legend() is None
+    seeds_only = sweep_figure([job(i, 2.0 + 0.001 * i, 5_000, f"seed={i}") for i in range(3)], ["seed"])
+    assert [ax.get_xlabel() for ax in seeds_only.axes] == ["seed"]
