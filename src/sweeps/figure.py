@@ -176,11 +176,12 @@ def _head_panels(counts_ax: Axes, scores_ax: Axes, done: list, groups: list | No
         return
     axis = XAxis([x for x, _ in points], log=key == "parameters")
     placed = _dodged([(x, 0, row["job"]) for x, row in points], axis)
-    if not any(head_value(row, f"{kind}_heads") for _, row in points for kind, _ in HEAD_KINDS):
+    counted = any(head_value(row, f"{kind}_heads") for _, row in points for kind, _ in HEAD_KINDS)
+    if not counted:  # a row of zeros says less than this
         counts_ax.text(
             0.5, 0.5, "no head of any kind in any job", ha="center", va="center", transform=counts_ax.transAxes
         )
-    for k, (kind, short) in enumerate(HEAD_KINDS):
+    for k, (kind, short) in enumerate(HEAD_KINDS if counted else ()):
         offset = (k - 1.5) * 0.06 * axis.step
         xs = [x + offset for (x, _), (_, row) in zip(placed, points, strict=True)]
         ys = [head_value(row, f"{kind}_heads") for _, row in points]
