@@ -162,6 +162,9 @@ def test_a_420_px_screen_has_nothing_wider_than_itself(tmp_path, browser, config
               .map(e => e.tagName + '#' + e.id + '.' + e.className)"""
     )
     assert too_wide == []
+    # Issue 47, item 6: the head grid (4 heads) and "Where it fails" were cut inside their cards
+    for box in (".job-box", "#fail-text"):
+        assert page.eval_on_selector(box, "b => b.scrollWidth <= b.clientWidth + 1"), box
     # The bars come before the buttons that sample from them; the lens opens at the prediction.
     assert page.locator("#next-section").bounding_box()["y"] < page.locator("#write-section").bounding_box()["y"]
     lens = page.eval_on_selector("#lens-grid", "b => [b.scrollLeft, b.clientWidth, b.scrollWidth]")
