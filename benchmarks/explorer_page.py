@@ -14,7 +14,7 @@ default model and for the largest preset (`experiment=nanogpt_gpu`, stored as fl
 
 `--ckpt <run dir or .ckpt>` uses a trained checkpoint for the default model (else one with the
 untrained weights of the default config: the times do not depend on the weights, the float16
-error does). `--screenshots DIR` writes one PNG per view of that page instead (and two at 420 px).
+error does). `--screenshots DIR` writes one PNG per view of that page instead (and four at 420 px).
 """
 
 from __future__ import annotations
@@ -121,7 +121,8 @@ def measure(browser, page_file: Path, checkpoint: Path, text: str, rounds: int, 
 
 def screenshots(browser, page_file: Path, out: Path) -> list[Path]:
     """One PNG per view, as a user sees it: a prompt typed, a query pinned, a character hovered, two
-    characters sampled; then the top of the page and the block view on a 420 px wide screen."""
+    characters sampled; then the top of the page, the block view, the heads' grid and the failures on a
+    420 px wide screen."""
     out.mkdir(parents=True, exist_ok=True)
     shots = []
     for width in (1280, 420):
@@ -149,10 +150,15 @@ def screenshots(browser, page_file: Path, out: Path) -> list[Path]:
             ("about", "#about-section"),
         ]
         if width == 420:
-            views = [("phone-top", "main"), ("phone-block", "#block-section")]
+            views = [
+                ("phone-top", "main"),
+                ("phone-block", "#block-section"),
+                ("phone-heads", "#job-section"),
+                ("phone-failures", "#fail-section"),
+            ]
         for name, selector in views:
             path = out / f"{name}.png"
-            if name == "failures":
+            if name.endswith("failures"):
                 page.hover("#fail-text .ch >> nth=120")
             if selector == "main":
                 page.evaluate("window.scrollTo(0, 0)")
