@@ -1,6 +1,7 @@
 """Fixtures of every folder. Lightning and Hydra are imported inside the fixtures that use them, so
 that tests/model/ runs without either."""
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,14 @@ def pytest_collection_modifyitems(config, items) -> None:
             reason = item.get_closest_marker(marker) and hardware_missing(marker)
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_sessionfinish(session) -> None:
+    """The local SLURM cluster this session started (tests/cluster/conftest.py), stopped once every test is
+    done: by xdist's controller after its workers, or by the one process without xdist."""
+    from tests.helpers import SLURM_SCRIPT, SLURM_STARTED
+
+    if hasattr(session.config, "workerinput") or not SLURM_STARTED.exists():
+        return
+    SLURM_STARTED.unlink()
+    subprocess.run([str(SLURM_SCRIPT), "down"], check=False, timeout=60)

@@ -1,9 +1,14 @@
 """The one-node SLURM cluster of scripts/slurm.sh, started once for the tests that ask for `slurm`
-(all marked slow: `make test-fast` never pays for it) and stopped at the end if they started it.
-Under CI=true a cluster that cannot start fails them; elsewhere they skip, naming `make slurm-up`."""
+(all marked slow: `make test-fast` never pays for it) and stopped at the session's end if they started it.
+Under CI=true a cluster that cannot start fails them; elsewhere they skip, naming `make slurm-up`.
+
+Under pytest-xdist each worker that gets a SLURM test asks for the cluster: a lock lets one start it
+while the others wait and reuse it, and none stops it, since another worker may still be using it;
+tests/conftest.py's pytest_sessionfinish stops it once every worker is done."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import subprocess
@@ -11,18 +16,20 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers import ROOT
-
-SCRIPT = ROOT / "scripts" / "slurm.sh"
+from tests.helpers import SLURM_LOCK, SLURM_SCRIPT, SLURM_STARTED
 
 
 @pytest.fixture(scope="session")
 def slurm() -> Iterator[str]:
     """SLURM_CONF of the running cluster, set in this process's environment (and so in every command it starts)."""
-    try:
-        up = subprocess.run([str(SCRIPT), "up"], capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        up = subprocess.CompletedProcess([str(SCRIPT), "up"], 1, "", str(err))
+    with open(SLURM_LOCK, "w") as lock:  # Python's files are not inherited: the daemons started never hold it
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            up = subprocess.run([str(SLURM_SCRIPT), "up"], capture_output=True, text=True, timeout=300)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            up = subprocess.CompletedProcess([str(SLURM_SCRIPT), "up"], 1, "", str(err))
+        if up.returncode == 0 and "reusing the running cluster" not in up.stderr:
+            SLURM_STARTED.touch()  # this session started it: its end stops it
     conf = re.search(r"^export SLURM_CONF=(\S+)$", up.stdout, re.MULTILINE)
     if up.returncode != 0 or conf is None:
         why = f"the local SLURM cluster did not start (scripts/slurm.sh up: {up.stderr.strip()[-2000:]})"
@@ -36,5 +43,3 @@ def slurm() -> Iterator[str]:
         del os.environ["SLURM_CONF"]
     else:
         os.environ["SLURM_CONF"] = before
-    if "reusing the running cluster" not in up.stderr:  # this session started it
-        subprocess.run([str(SCRIPT), "down"], check=True, timeout=60)
