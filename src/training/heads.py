@@ -49,30 +49,27 @@ def thousandths(A: Tensor) -> list[list[list[list[int]]]]:
     ]
 
 
-def scaled_map(M: Tensor) -> tuple[list[list[int]], float]:
-    """A circuit as integers -1000..1000, thousandths of its largest |value|, and that value."""
-    scale = float(M.abs().max())
-    return (M / scale * 1000).round().int().tolist() if scale > 0 else M.int().tolist(), scale
+def scaled_maps(M: Tensor) -> tuple[list, list]:
+    """Circuits (..., n, n) as integers -1000..1000, thousandths of each map's largest |value|, and those values
+    (...): one rounding and one tolist for all of them."""
+    scale = M.abs().amax(dim=(-2, -1))
+    thousandths = (M / scale.clamp_min(1e-30)[..., None, None] * 1000).round().int()
+    return thousandths.tolist(), scale.tolist()
 
 
 def circuits_snapshot(result: dict[str, Any]) -> dict[str, Any]:
     """head_scores.json's "circuits" of a snapshot (src.model.circuits.circuits, docs/heads.md)."""
-    qk = [[scaled_map(M) for M in layer] for layer in result["qk"]]
-    ov = [[scaled_map(M) for M in layer] for layer in result["ov"]]
-    direct = scaled_map(result["direct"]) if result["direct"] is not None else (None, None)
+    (qk, qk_scale), (ov, ov_scale) = scaled_maps(result["qk"]), scaled_maps(result["ov"])
+    direct, direct_scale = scaled_maps(result["direct"]) if result["direct"] is not None else (None, None)
     return {
         "positivity": {key: value.tolist() for key, value in result["positivity"].items()},
         "composition": {key: value.tolist() for key, value in result["composition"].items()},
         "direct_correlation": result["direct_correlation"],
         "maps": {
-            "qk": [[m for m, _ in layer] for layer in qk],
-            "ov": [[m for m, _ in layer] for layer in ov],
-            "direct": direct[0],
-            "scale": {
-                "qk": [[scale for _, scale in layer] for layer in qk],
-                "ov": [[scale for _, scale in layer] for layer in ov],
-                "direct": direct[1],
-            },
+            "qk": qk,
+            "ov": ov,
+            "direct": direct,
+            "scale": {"qk": qk_scale, "ov": ov_scale, "direct": direct_scale},
         },
     }
 
@@ -212,6 +209,7 @@ class TrackHeads(L.Callback):
         self.text: Tensor | None = None
         self.bigrams: Tensor | None = None  # the training text's log p(next | current), for the direct path
         self.snapshots: list[dict[str, Any]] = []
+        self.encoded: dict[int, str] = {}  # step -> its snapshot's JSON, encoded once (a snapshot never changes)
         self.last: HeadScores | None = None
         self.last_circuits: dict[str, Any] | None = None
         self.figure = None
@@ -246,7 +244,8 @@ class TrackHeads(L.Callback):
         model, device = pl_module.model, pl_module.device
         text = self.text.to(device) if self.text is not None else None
         result = score_heads_now(model, self.probe.to(device), text)
-        found = circuits(model, self.bigrams)
+        with evaluating(model, device):  # one thread, as the scores
+            found = circuits(model, self.bigrams)
         self.last, self.last_circuits = result, found
         metrics = {
             SCORE_TAG.format(measure=measure, layer=layer, head=head): value
@@ -288,10 +287,14 @@ class TrackHeads(L.Callback):
             "heads": heads,
             "probe": {"n": len(probe) // 2, "tokens": probe, "text": tokenizer.decode(probe)},
             "prompt": {"tokens": prompt_ids.tolist(), "text": prompt},
-            "snapshots": self.snapshots,
+            "snapshots": [],  # joined in below
         }
-        # json.dumps, not json.dump: dumps uses json's C encoder (docs/heads.md, "What it costs").
-        write_atomically(self.path, json.dumps(content, separators=(",", ":")))
+        # json.dumps, not json.dump: dumps uses json's C encoder (docs/heads.md, "What it costs"). Each
+        # snapshot is encoded once, at its validation: the file is the header and the snapshots joined.
+        self.encoded[step] = json.dumps(self.snapshots[-1], separators=(",", ":"))
+        snapshots = [self.encoded.setdefault(s["step"], json.dumps(s, separators=(",", ":"))) for s in self.snapshots]
+        header = json.dumps(content, separators=(",", ":"))
+        write_atomically(self.path, header[: -len("[]}")] + "[" + ",".join(snapshots) + "]}")
 
     def draw_glance(self, trainer: L.Trainer, result: HeadScores) -> None:
         loggers = media_loggers(trainer)
