@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from src.data.corpus import write_atomically
+from src.model.ablation import ablation_table
 from src.model.circuits import bigram_log_probs, circuits
 from src.model.head_scores import KINDS, MEASURES, THRESHOLD, HeadScores, measure_heads, repeated_probe
 from src.rules import ConfigError, non_negative_int, of_type, positive_int, sample_fits, sampling
@@ -212,6 +213,7 @@ class TrackHeads(L.Callback):
         self.encoded: dict[int, str] = {}  # step -> its snapshot's JSON, encoded once (a snapshot never changes)
         self.last: HeadScores | None = None
         self.last_circuits: dict[str, Any] | None = None
+        self.ablation: dict[str, Any] | None = None  # result.json's "ablation": each head's val loss rise
         self.figure = None
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
@@ -308,6 +310,31 @@ class TrackHeads(L.Callback):
         image = self.figure.render(result, f"heads at step {trainer.global_step}")
         for logger in loggers:
             logger.log_picture(GLANCE_TAG, image, trainer.global_step)
+
+    def ablate_each_head(self, model: torch.nn.Module) -> dict[str, Any] | None:
+        """result.json's "ablation": the loss on the validation windows the in-context score reads, and how
+        much it rises with each head zero-ablated alone (src/model/ablation.py). None without those windows."""
+        if self.text is None:
+            return None
+        device = next(model.parameters()).device
+        with evaluating(model, device):
+            self.ablation = ablation_table(model, self.text.to(device))
+        return self.ablation
+
+    def ablation_line(self, shown: int = 6) -> str | None:
+        """The run's closing line on what each head is worth: the largest rises first."""
+        if self.ablation is None:
+            return None
+        rises = [
+            (r, f"L{layer}H{head}") for layer, row in enumerate(self.ablation["rise"]) for head, r in enumerate(row)
+        ]
+        rises.sort(reverse=True)
+        listed = ", ".join(f"{name} {rise:+.3f}" for rise, name in rises[:shown])
+        more = f", and {len(rises) - shown} more" if len(rises) > shown else ""
+        return (
+            f"val loss {self.ablation['loss']:.4f} on {self.ablation['windows']} windows rises without each head "
+            f"(zero ablation): {listed}{more} (result.json's ablation)"
+        )
 
     def became(self) -> list[dict[str, Any]]:
         """Each head that became a kind, with the first validation at which it was one, earliest first."""

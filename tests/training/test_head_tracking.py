@@ -8,6 +8,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from src.data.datamodule import split_lengths
+from src.model.ablation import ablation_table
 from src.model.circuits import bigram_log_probs, circuits
 from src.model.head_scores import MEASURES, measure_heads, repeated_probe
 from src.run.cli import compose
@@ -86,6 +87,13 @@ def test_every_validation_scores_every_head_and_the_last_snapshot_equals_the_che
     ov = torch.tensor(stored["positivity"]["ov"])
     assert result["most_copying_positivity"] == pytest.approx(float(ov.max()))
     assert result["direct_correlation"] == stored["direct_correlation"]
+    # result.json's ablation: the final model's val loss on the text windows, and its rise without each head.
+    ablation = json.loads((run / "result.json").read_text())["ablation"]
+    T, text = trained.model.context_window, shakespeare_file().read_text(encoding="utf-8")
+    n_train = split_lengths(len(text), 0.02, 0.0)["train"]
+    windows = trained.tokenizer.encode(text[n_train : n_train + 16 * T]).view(16, T)  # TrackHeads' text windows
+    assert ablation == {**ablation_table(trained.model.eval(), windows), "loss": pytest.approx(ablation["loss"])}
+    assert len(ablation["rise"]) == layers and len(ablation["rise"][0]) == heads
 
     logged = scalars(run)
     assert [step for step, _ in logged["score_in_context/repeats"]] == [0, 20, 40]
@@ -181,3 +189,15 @@ def test_the_run_says_when_each_head_first_became_a_kind(tmp_path):
     )
     track.snapshots = track.snapshots[:1]
     assert track.became() == [] and track.became_line() is None
+
+
+def test_the_run_ends_saying_how_much_each_head_is_worth():
+    from src.training.heads import TrackHeads
+
+    track = TrackHeads(prompt="To be", path="head_scores.json")
+    assert track.ablation_line() is None  # no windows, no table
+    track.ablation = {"loss": 1.5, "rise": [[0.01, 0.5], [-0.002, 0.2]], "mode": "zero", "windows": 16}
+    assert track.ablation_line(shown=3) == (
+        "val loss 1.5000 on 16 windows rises without each head (zero ablation): L0H1 +0.500, L1H1 +0.200, "
+        "L0H0 +0.010, and 1 more (result.json's ablation)"
+    )
