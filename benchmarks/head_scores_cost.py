@@ -30,7 +30,7 @@ def main() -> None:
     from src.run import preflight
     from src.run.cli import compose
     from src.train import build
-    from src.training.heads import TrackHeads, evaluating, score_heads_now
+    from src.training.heads import TrackHeads, circuits_snapshot, evaluating, score_heads_now
     from tests.helpers import shakespeare_file
 
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
@@ -61,19 +61,22 @@ def main() -> None:
         tracker.figure = figure
         figure.render(result, "heads")
         t4 = time.perf_counter()
-        rows.append((t1 - t0, t2 - t1, t_circuits - t2, t3 - t_circuits, t4 - t3))
+        json.dumps(circuits_snapshot(found), separators=(",", ":"))  # the circuits' share of the snapshot
+        t5 = time.perf_counter()
+        rows.append((t1 - t0, t2 - t1, t_circuits - t2, t3 - t_circuits, t4 - t3, t5 - t4))
         print(
             f"round {r + 1}: validation {t1 - t0:.3f} s | scores {1000 * (t2 - t1):.1f} ms "
             f"| circuits {1000 * (t_circuits - t2):.1f} ms | snapshot {1000 * (t3 - t_circuits):.1f} ms "
-            f"| glance image {1000 * (t4 - t3):.1f} ms",
+            f"| glance image {1000 * (t4 - t3):.1f} ms | the circuits' share of the snapshot {1000 * (t5 - t4):.1f} ms",
             flush=True,
         )
-    val, scores, found, snap, image = (statistics.median(col) for col in zip(*rows, strict=True))
+    val, scores, found, snap, image, share = (statistics.median(col) for col in zip(*rows, strict=True))
     print(
         f"median of {args.rounds}: validation {val:.3f} s; scores {1000 * scores:.1f} ms "
         f"({100 * scores / val:.2f} %); circuits {1000 * found:.1f} ms ({100 * found / val:.2f} %); "
         f"+ snapshot {1000 * snap:.1f} ms ({100 * (scores + found + snap) / val:.2f} %); "
-        f"+ glance image {1000 * image:.1f} ms ({100 * (scores + found + snap + image) / val:.2f} %)"
+        f"+ glance image {1000 * image:.1f} ms ({100 * (scores + found + snap + image) / val:.2f} %); the circuits "
+        f"and their share of the snapshot {1000 * (found + share):.1f} ms ({100 * (found + share) / val:.2f} %)"
     )
     last = tracker.snapshots[-1]
     whole, circuit_maps = (len(json.dumps(x, separators=(",", ":"))) for x in (last, last["circuits"]["maps"]))
