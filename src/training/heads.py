@@ -193,8 +193,8 @@ class AttentionMaps(L.Callback):
 
 class TrackHeads(L.Callback):
     """Scores every head and reads its circuits (src/model/circuits.py) at each validation: TensorBoard's
-    scalars and image, head_scores.json, and result.json's "heads" (summary()) and "ablation". prompt: the explorer page's opening text, whose maps each
-    snapshot keeps."""
+    scalars and image, head_scores.json, and result.json's "heads" (summary()) and "ablation". prompt: the
+    explorer page's opening text, whose maps each snapshot keeps."""
 
     def __init__(self, prompt: str, path: str | Path, probe_batch: int = 16, text_windows: int = 16, seed: int = 0):
         positive_int("callbacks.head_scores.probe_batch", probe_batch)
