@@ -26,16 +26,17 @@ from src.training.tensorboard import ATTENTION_TAG, TensorBoard
 FORMAT = "scratchgpt head scores 1"
 SCORE_TAG = "score_{measure}/L{layer}H{head}"
 IN_CONTEXT_TAG = "score_in_context/{on}"
-COPYING_TAG = "circuit_ov_positivity/L{layer}H{head}"  # each head's OV eigenvalue positivity: +1 copies
-K_COMPOSITION_TAG = "circuit_k_composition/max"  # the largest K-composition of any pair of heads
-DIRECT_TAG = "circuit_direct/bigram_correlation"
+# The circuits' scalars, in the run's own events (not a run per head); their group sorts after "loss".
+COPYING_TAG = "weight_circuits/ov_positivity_L{layer}H{head}"  # each head's OV eigenvalue positivity: +1 copies
+K_COMPOSITION_TAG = "weight_circuits/k_composition_max"  # the largest K-composition of any pair of heads
+DIRECT_TAG = "weight_circuits/direct_bigram_correlation"
 # The CUSTOM SCALARS tab: one chart per measure, a line per head; the circuits' charts beside them.
 LAYOUT = {
     "head scores": {measure: ["Multiline", [rf"^score_{measure}/"]] for measure in MEASURES},
     "circuits": {
-        "OV copying (positivity)": ["Multiline", [r"^circuit_ov_positivity/"]],
-        "largest K-composition": ["Multiline", [r"^circuit_k_composition/"]],
-        "direct path vs bigrams": ["Multiline", [r"^circuit_direct/"]],
+        "OV copying (positivity)": ["Multiline", [r"^weight_circuits/ov_positivity_"]],
+        "largest K-composition": ["Multiline", [r"^weight_circuits/k_composition_"]],
+        "direct path vs bigrams": ["Multiline", [r"^weight_circuits/direct_"]],
     },
 }
 GLANCE_TAG = "maps/heads_at_a_glance"

@@ -99,17 +99,17 @@ def test_every_validation_scores_every_head_and_the_last_snapshot_equals_the_che
     assert [step for step, _ in logged["score_in_context/repeats"]] == [0, 20, 40]
     assert not any(tag.startswith("loss/in_context") for tag in logged)  # the loss group: train, val, best
     # The circuits' charts: tags of the run's own TensorBoard run, not runs of their own.
-    copying = logged[f"circuit_ov_positivity/L{layers - 1}H{heads - 1}"]
+    copying = logged[f"weight_circuits/ov_positivity_L{layers - 1}H{heads - 1}"]
     assert [step for step, _ in copying] == [0, 20, 40] and copying[-1][1] == pytest.approx(ov[-1, -1].item())
     if kind == "gpt":
         K = torch.tensor(stored["composition"]["k"])
-        assert logged["circuit_k_composition/max"][-1][1] == pytest.approx(K.max().item())
+        assert logged["weight_circuits/k_composition_max"][-1][1] == pytest.approx(K.max().item())
         assert (
             result["max_k_composition"] == pytest.approx(K.max().item()) and "->L1H" in result["max_k_composition_pair"]
         )
-        assert logged["circuit_direct/bigram_correlation"][-1][1] == pytest.approx(stored["direct_correlation"])
+        assert logged["weight_circuits/direct_bigram_correlation"][-1][1] == pytest.approx(stored["direct_correlation"])
     else:  # one layer: nothing to compose
-        assert "circuit_k_composition/max" not in logged and result["max_k_composition"] is None
+        assert "weight_circuits/k_composition_max" not in logged and result["max_k_composition"] is None
     # A run per head (TensorBoard's colour per run), the layer in the tag (src/training/tensorboard.py)
     runs = sorted(p.name for p in (run / "tensorboard").iterdir() if p.is_dir())
     assert runs == ["best", *(f"head_{h}" for h in range(heads)), "val"]  # beside the val and best val loss's runs
