@@ -19,7 +19,7 @@ import src.training.lightning_import  # noqa: F401  (first: Lightning without sc
 import lightning as L
 import torch
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig
+from omegaconf import DictConfig, ListConfig
 
 from src import rules
 from src.data.corpus import recorded_text
@@ -67,7 +67,8 @@ def run(cfg: DictConfig) -> dict[str, float]:
     lit = GPTModule.from_checkpoint(path)
     heads = None
     if cfg.ablate is not None:
-        names = cfg.ablate if isinstance(cfg.ablate, str) else [str(name) for name in cfg.ablate]
+        listed = isinstance(cfg.ablate, ListConfig)  # ablate=[L0H2,L1H0]; anything else is one name
+        names = [str(name) for name in cfg.ablate] if listed else str(cfg.ablate)
         heads = parse_heads(names, lit.model.num_layers, lit.model.cfg.num_heads)
     split = lit.hparams.get("data") or {}
     # This command's own keys, before the DataModule would name training's (data.val_tokens, data.path).

@@ -29,6 +29,8 @@ def test_evaluate_prints_the_loss_without_the_heads_it_is_given(trained):
     [
         ("ablate=L9H9", r"^error: ablate=L9H9 is not a head of this model, which has layers L0-L1 and heads H0-H1: "),
         ("ablate=L0X", r"^error: ablate=L0X is not a head: write L<layer>H<head>, e\.g\. ablate=L0H2"),
+        ("ablate=5", r"^error: ablate=5 is not a head: write L<layer>H<head>"),
+        ("ablate=[]", r"^error: ablate names no head"),
         ("ablate_mode=half", r"^error: ablate_mode must be one of zero, mean, got 'half'"),
     ],
 )
