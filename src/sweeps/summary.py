@@ -144,7 +144,8 @@ def finish(config: DictConfig, stopped: str | None = None, total: int | None = N
         print(f"\n{table}\n\nsummary: {sweep_dir / 'summary.md'}, plot: {sweep_dir / 'summary.png'}")
         print(f"watch it: {watch_command(sweep_dir)}")
     if stopped is not None:
-        print(f"error: {stop_line(stopped, rows, total or sweep_size(config.hydra) or len(rows))}", file=sys.stderr)
+        line = stop_line(stopped, rows, total or sweep_size(config.hydra) or len(rows), resume_hint(config))
+        print(f"error: {line}", file=sys.stderr)
         sys.exit(exit_status(stopped))
     failed = [r["job"] for r in rows if r.get("status") not in ("ok", "pruned")]  # pruned: Optuna stopped it
     if failed:
@@ -152,7 +153,18 @@ def finish(config: DictConfig, stopped: str | None = None, total: int | None = N
         sys.exit(1)
 
 
-def stop_line(stopped: str, rows: list[dict[str, Any]], total: int) -> str:
+def resume_hint(config: DictConfig) -> str:
+    """What rerunning a stopped sweep does: a grid resumes its jobs; an Optuna search goes on with the trials
+    its storage keeps, or, held in memory, starts over."""
+    if str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
+        return "rerun the same command to resume it"
+    storage = config.hydra.sweeper.get("storage")
+    if storage is None:
+        return "its study was in memory: rerunning starts it over (hydra.sweeper.storage=<file or URL> keeps one)"
+    return f"rerun the same command to go on to n_trials: the study in {storage} keeps its trials"
+
+
+def stop_line(stopped: str, rows: list[dict[str, Any]], total: int, resume: str) -> str:
     """`SIGTERM stopped the sweep: 1 of 4 jobs finished; interrupted: 1, 2; 1 not started; rerun ...`."""
     interrupted = [r["job"] for r in rows if r.get("status") == "interrupted"]
     failed = [r["job"] for r in rows if r.get("status") not in ("ok", "interrupted", "not started")]
@@ -165,7 +177,7 @@ def stop_line(stopped: str, rows: list[dict[str, Any]], total: int) -> str:
     ]
     if total > finished + len(interrupted) + len(failed):
         parts.append(f"{total - finished - len(interrupted) - len(failed)} not started")
-    return f"{stopped} stopped the sweep: {'; '.join(parts)}; rerun the same command to resume it"
+    return f"{stopped} stopped the sweep: {'; '.join(parts)}; {resume}"
 
 
 def start(config: DictConfig) -> None:

@@ -298,10 +298,17 @@ def test_a_sweeps_rows_are_its_own_jobs_as_their_directories_record_them(sweep_j
     # stopped before its first job: none of its own
     monkeypatch.setattr(sweep_summary, "SWEEP", sweep_summary.ThisSweep(cfg))
     assert sweep_summary.sweep_rows(cfg) == []
-    assert sweep_summary.stop_line("SIGTERM", rows, 6) == (
+    assert sweep_summary.stop_line("SIGTERM", rows, 6, sweep_summary.resume_hint(cfg)) == (
         "SIGTERM stopped the sweep: 1 of 6 jobs finished; interrupted: 3; failed: 1, 2; 2 not started; "
         "rerun the same command to resume it"
     )
+    with read_write(cfg.hydra), open_dict(cfg):  # an Optuna search: its study, not its jobs, goes on
+        cfg.hydra.sweeper = {"_target_": "hydra_plugins.scratchgpt_sweeper.OptunaSweeper", "storage": None}
+        assert "its study was in memory: rerunning starts it over" in sweep_summary.resume_hint(cfg)
+        cfg.hydra.sweeper.storage = "sqlite:///study.db"
+        assert sweep_summary.resume_hint(cfg) == (
+            "rerun the same command to go on to n_trials: the study in sqlite:///study.db keeps its trials"
+        )
 
 
 def test_another_grid_is_found_before_the_sweep_but_not_a_job_resumed_by_hand(sweep_job, tmp_path):
