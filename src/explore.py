@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 import src.training.lightning_import  # noqa: F401  (first: Lightning without scipy.signal)
 from src import rules
 from src.explorer.page import write_explorer
-from src.explorer.payload import EXCERPT_MAX_CHARS, WEIGHT_DTYPES, file_text, validation_text
+from src.explorer.payload import EXCERPT_MAX_CHARS, WEIGHT_DTYPES, excerpt_of
 from src.model.checks import setting
 from src.run.cli import command
 from src.run.config import CHECKPOINT, PATHS
@@ -52,18 +52,9 @@ def run(cfg: DictConfig) -> Path:
     rules.output_file(out, b"<!doctype html", "explore.html")
     prompt = cfg.prompt.replace("\\n", "\n") if cfg.prompt is not None else None
     if prompt is not None:
-        try:
-            prompt.encode("utf-8")
-        except UnicodeEncodeError as err:  # a byte the terminal sent that is not UTF-8 (Python keeps it as \udcXX)
-            raise ValueError(
-                f"prompt has a byte that is not UTF-8 text at character {err.start + 1} "
-                f"({prompt[err.start]!r}): type the prompt in UTF-8"
-            ) from None
+        rules.utf8_text("prompt", prompt)
     trained = load_trained(checkpoint)
-    if cfg.text is not None:
-        excerpt = file_text(cfg.text, cfg.excerpt_chars)
-    else:  # the run's own text, if that file still is it (the checkpoint records its sha256)
-        excerpt = validation_text(trained.hparams, cfg.paths.data_dir, cfg.excerpt_chars)
+    excerpt = excerpt_of(trained.hparams, cfg.paths.data_dir, cfg.text, cfg.excerpt_chars)  # its source is printed
     write_explorer(checkpoint, out, cfg.paths.data_dir, prompt, weights=cfg.weights, trained=trained, excerpt=excerpt)
     print(f"checkpoint: {checkpoint}\ntext: {excerpt[1]}", file=sys.stderr)
     print(f"{out.resolve().as_uri()}")

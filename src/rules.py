@@ -118,6 +118,18 @@ def sample_fits(key: str, max_new_tokens: int, num_samples: int = 1) -> None:
         )
 
 
+def utf8_text(key: str, value: str) -> None:
+    """A typed text the terminal sent with a byte that is not UTF-8 (Python keeps it as \\udcXX): named by
+    its position, not left to fail where the text is first encoded."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ConfigError(
+            f"{key} has a byte that is not UTF-8 text at character {err.start + 1} ({value[err.start]!r}): "
+            f"type the {key} in UTF-8"
+        ) from None
+
+
 def output_file(out: Path, kind: bytes, example: str) -> None:
     """Refuse an out= a command cannot or must not write, before any work: a folder, a missing folder, an
     unwritable place, or an existing file that is not an earlier output of the same kind (its first bytes,

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from src.explorer.payload import file_text, page_payload, validation_text
+from src.explorer.payload import excerpt_of, page_payload
 from src.training.checkpoint import Trained, load_trained
 
 STATIC = Path(__file__).parent / "static"
@@ -58,9 +58,6 @@ def write_explorer(
     trained: the checkpoint already loaded (a training run's final sample loaded it), else it is loaded here;
     excerpt: the text of "Where it fails" and its source, if the caller has it, else read from the data."""
     trained = trained or load_trained(checkpoint)
-    if excerpt is None and text is not None:
-        excerpt = file_text(text, excerpt_chars)
-    elif excerpt is None:
-        excerpt = validation_text(trained.hparams, data_dir, excerpt_chars)
+    excerpt = excerpt or excerpt_of(trained.hparams, data_dir, text, excerpt_chars)
     write_page(render(page_payload(trained, checkpoint, excerpt, prompt, weights)), out)
     return out

@@ -62,6 +62,12 @@ def validation_text(hparams: dict[str, Any], data_dir: str | Path, chars: int) -
     return split_excerpt(tokens[sizes["train"] : sizes["train"] + sizes["val"]], vocab, path, chars)
 
 
+def excerpt_of(hparams: dict[str, Any], data_dir: str | Path, text: str | None, chars: int) -> tuple[str, str]:
+    """What "Where it fails" scores, and where it comes from: the opening of a user's file (`text=`), else the
+    checkpoint's own validation split (if that file still is it: the checkpoint records its sha256)."""
+    return file_text(text, chars) if text is not None else validation_text(hparams, data_dir, chars)
+
+
 def split_excerpt(val: np.ndarray, vocab: list[str], path: str | Path, chars: int) -> tuple[str, str]:
     """The first `chars` ids of a validation split as text, and where they come from."""
     val = val[:chars]
