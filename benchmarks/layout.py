@@ -48,6 +48,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("src.run.finish",),  # how a run ends, or stops, in one line
     # the commands
     ("src.train", "src.evaluate", "src.generate", "src.plot_attention", "src.explore", "src.export", "src.compare"),
+    ("src.watch",),  # TensorBoard on the runs, at the address that shows what they printed
     ("src.exercises.run",),  # python -m src.train with the learner's pieces swapped in
     ("benchmarks",),
     ("src", "tests"),  # unknown modules sit on top, so that they are seen
