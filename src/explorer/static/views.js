@@ -1047,7 +1047,7 @@ const CIRCUIT_WORDS = {
   qk: (a, b, v, f) => `query ${quote(a)}, key ${quote(b)}: ${fmt(v)} (${fmt(f, 2)} of the largest): when the query is ${quote(a)} this head ${v >= 0 ? "looks for" : "avoids"} keys ${quote(b)}`,
   ov: (a, b, v, f) => `attended ${quote(a)}, logit ${quote(b)}: ${fmt(v)} (${fmt(f, 2)} of the largest): attending to ${quote(a)}, this head ${v >= 0 ? "raises" : "lowers"} the logit of ${quote(b)}`,
   direct: (a, b, v) => `${quote(a)} then ${quote(b)}: ${fmt(v)}: after ${quote(a)} the direct path (no head) ${v >= 0 ? "raises" : "lowers"} the logit of ${quote(b)}`,
-  bigram: (a, b, v) => `log p(${quote(b)} | ${quote(a)}) = ${fmt(v)} in the excerpt`,
+  bigram: (a, b, v) => `log p(${quote(b)} | ${quote(a)}) in the excerpt, minus its row's mean: ${fmt(v)}`,
 };
 
 /** The QK and OV circuits of the clicked head at the slider's step, their top entries, the direct path
@@ -1070,7 +1070,7 @@ function drawCircuits() {
   }
   const width = Math.max(180, Math.min(540, Math.floor(($("circuits-section").clientWidth - 40) / 2) - 12));
   const figure = (M, kind, caption) => el("figure", { style: `max-width:${width + 4}px` }, circuitMap(M, V, width, CIRCUIT_WORDS[kind]), el("figcaption", { class: "hint" }, caption));
-  const top = (M, arrow) => el("p", { class: "mono top-entries" }, topEntries(M, V).map(([a, b, v]) => `${glyph(model.vocab[a])}${arrow}${glyph(model.vocab[b])} ${fmt(v, 2)}`).join("   "));
+  const top = (M, arrow) => el("p", { class: "mono top-entries", style: `max-width:${width + 4}px` }, topEntries(M, V).map(([a, b, v]) => `${glyph(model.vocab[a])}${arrow}${glyph(model.vocab[b])} ${fmt(v, 2)}`).join("   "));
   const pos = (kind) => fmt(c.positivity[kind][l][h], 2);
   if (c.qk) {
     parts.push(el("div", { class: "side-maps" },
@@ -1084,7 +1084,7 @@ function drawCircuits() {
     const r = correlation(c.direct, table);
     parts.push(el("div", { class: "side-maps" },
       figure(c.direct, "direct", "W_E W_U: the logits the embedding alone gives the next character, through no head. Row: the current character, column: the next."),
-      figure(table, "bigram", `log p(next | current) over the excerpt's ${count.toLocaleString("en-US")} characters (add-one smoothed).`)),
+      figure(centreColumns(Float64Array.from(table), V, V), "bigram", `log p(next | current) over the excerpt's ${count.toLocaleString("en-US")} characters (add-one smoothed), each row minus its mean as a logit's row may be: only differences within a row change a prediction.`)),
       el("p", { id: "direct-correlation" }, `correlation of the two tables: r = ${fmt(r)}` + (c.runCorrelation !== undefined ? `; the run's own, against its training text: ${fmt(c.runCorrelation)}` : "")));
   }
   parts.push(el("h3", {}, "Every head's positivity"), positivityTable(c.positivity, [l, h]));
