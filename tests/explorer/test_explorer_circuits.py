@@ -3,14 +3,13 @@ off changes the loss exactly as a PyTorch forward pass without that head does.""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
+from src.model.circuits import circuits
 from src.training.checkpoint import load_trained
 from tests.explorer.browser import chromium, open_page, show
-from tests.explorer.test_explorer_views import GPT, VOCAB, make_page
+from tests.explorer.test_explorer_views import GPT, SEED, SWITCHED, VOCAB, make_page
 
 TEXT = "Before we proceed any further, hear me speak."
 
@@ -30,65 +29,27 @@ def gpt(tmp_path_factory, browser):
     opened.page.close()
 
 
-def reference_circuits(model) -> dict:
-    """The circuits by hand in float64: LayerNorm's gains folded in, W_E, W_O, W_Q/K/V centred over d_model
-    and W_U over the vocabulary (TransformerLens's fold); eigenvalues by torch.linalg.eigvals."""
-    d, H = model.cfg.embedding_dim, model.cfg.num_heads
-    dk = d // H
-    WE = model.embedding.E * model.embedding.scale
-    WE = WE - WE.mean(-1, keepdim=True)
-    WU = model.embedding.E.t() * model.ln_f.gain[:, None]
-    WU = WU - WU.mean(-1, keepdim=True)
-
-    def positivity(M: torch.Tensor) -> float:
-        values = torch.linalg.eigvals(M)
-        return (values.sum() / values.abs().sum()).real.item()
-
-    out = {"qk": [], "ov": [], "positivity": {"qk": [], "ov": []}, "direct": WE @ WU}
-    heads = []
-    for block in model.blocks:
-        att, gain = block.attention, block.ln_1.gain[:, None]
-        layer = []
-        for h in range(H):
-            cols = slice(h * dk, (h + 1) * dk)
-            folded = [gain * W[:, cols] - (gain * W[:, cols]).mean(0) for W in (att.W_Q, att.W_K, att.W_V)]
-            WO = att.W_O[cols] - att.W_O[cols].mean(-1, keepdim=True)
-            layer.append((*folded, WO))
-        heads.append(layer)
-        qk = [(WE @ WQ) @ (WE @ WK).t() / math.sqrt(dk) for WQ, WK, _, _ in layer]
-        ov = [WE @ WV @ WO @ WU for _, _, WV, WO in layer]
-        out["qk"].append(qk)
-        out["ov"].append(ov)
-        out["positivity"]["qk"].append([positivity(M) for M in qk])
-        out["positivity"]["ov"].append([positivity(M) for M in ov])
-    L = len(heads)
-    out["composition"] = {kind: torch.zeros(L, H, L, H, dtype=torch.float64) for kind in "qkv"}
-    for l1 in range(L):
-        for h1, (_, _, WV1, WO1) in enumerate(heads[l1]):
-            A = WV1 @ WO1
-            for l2 in range(l1 + 1, L):
-                for h2, (WQ, WK, WV, WO) in enumerate(heads[l2]):
-                    for kind, B in {"q": WQ @ WK.t(), "k": WK @ WQ.t(), "v": WV @ WO}.items():
-                        out["composition"][kind][l1, h1, l2, h2] = (A @ B).norm() / (A.norm() * B.norm())
-    return out
-
-
 def close(page_values, expected, atol: float = 1e-5) -> bool:
     got = torch.tensor(page_values, dtype=torch.float64)
     return torch.allclose(got, torch.as_tensor(expected, dtype=torch.float64), atol=atol, rtol=0)
 
 
-def test_the_pages_circuits_and_composition_equal_pytorchs(gpt):
-    model, page = gpt
-    got = page.evaluate("window.scratchgpt.circuits()")
-    expected = reference_circuits(model)
+def assert_equal_circuits(got: dict, model) -> None:
+    """The page's circuits against src/model/circuits.py's, entry by entry, to 1e-5."""
+    expected = circuits(model)
     for kind in ["qk", "ov"]:
-        for layer_got, layer_expected in zip(got[kind], expected[kind], strict=True):
-            assert all(close(a, b) for a, b in zip(layer_got, layer_expected, strict=True)), kind
+        assert close(got[kind], expected[kind]), kind
         assert close(got["positivity"][kind], expected["positivity"][kind]), kind
-    assert close(got["direct"], expected["direct"])
+    assert (got["direct"] is None) == (expected["direct"] is None)
+    if expected["direct"] is not None:
+        assert close(got["direct"], expected["direct"])
     for kind in "qkv":
         assert close(got["composition"][kind], expected["composition"][kind]), kind
+
+
+def test_the_pages_circuits_and_composition_equal_pythons(gpt):
+    model, page = gpt
+    assert_equal_circuits(page.evaluate("window.scratchgpt.circuits()"), model)
     # The view draws them with the characters on both axes; hovering a cell says what it means.
     show(page, "circuits-section")
     page.select_option("#circuit-head", "1.2")
@@ -99,6 +60,26 @@ def test_the_pages_circuits_and_composition_equal_pytorchs(gpt):
     page.mouse.move(box["x"] + box["width"] - 3, box["y"] + box["height"] - 3)  # the last row and column
     assert f'when the query is "{VOCAB[-1]}" this head' in page.inner_text("#tooltip")
     assert page.locator("#tooltip").is_visible()
+
+
+SEED_BARE = {**SEED, "output_projection": False, "ln_affine": False}
+OPTIONS = {
+    **SWITCHED,
+    "smeared_keys": True,
+    "logit_softcap": None,
+    "norm_gain": True,
+}  # qk_norm, GQA, E_V, RoPE, RMSNorm
+
+
+@pytest.mark.parametrize(
+    "config", [SEED_BARE, OPTIONS, {**OPTIONS, "logit_softcap": 30.0}], ids=["seed", "options", "softcap"]
+)
+def test_the_pages_circuits_equal_pythons_for_every_kind_and_option(tmp_path, browser, config):
+    checkpoint, page_file = make_page(tmp_path, config)
+    opened = open_page(browser, page_file)
+    assert_equal_circuits(opened.page.evaluate("window.scratchgpt.circuits()"), load_trained(checkpoint).model)
+    assert opened.errors == []
+    opened.page.close()
 
 
 def loss_without(model, text: str, heads: list[tuple[int, int, str]]) -> float:

@@ -1,17 +1,20 @@
 // The circuits of src/model/circuits.py in the browser: what each head reads and writes, from the
 // weights alone (Elhage et al. 2021, "A Mathematical Framework for Transformer Circuits").
 //
-// Every norm before a head or the readout is folded into the weights as TransformerLens folds it:
-// its gain multiplies the rows of the matrices that read from it (W_Q, W_K, W_V; W_U), and with a
-// LayerNorm (which subtracts the mean) what writes into the stream (W_E, W_O) and what reads from it
-// (W_Q, W_K, W_V) is centred over d_model, and W_U over the vocabulary (a constant added to every
-// logit changes no probability). The norm's division by the stream's spread is what cannot be folded:
-// the circuits are the model with that scale left out, the approximation the paper makes too.
+// Every norm before a head or the readout is folded into the weights as TransformerLens folds it
+// (src/model/circuits.py's docstring has every case): its gain multiplies the rows of the matrices that
+// read from it (W_Q, W_K, W_V; W_U); with a LayerNorm (which subtracts the mean) what writes into the
+// stream (W_E; the GPT's W_O) and what reads from it (W_Q, W_K, W_V) is centred over d_model; W_U is
+// centred over the vocabulary unless the logits are soft-capped (a constant added to every logit
+// changes no probability). The norm's division by the stream's spread is what cannot be folded: the
+// circuits are the model with that scale left out, the approximation the paper makes too. With
+// qk_norm each token's q and k are RMS-normalised one at a time (exact); value embeddings add E_V^h
+// to W_E W_V^h; RoPE: query and key at offset 0.
 //
 //   W_E       (V, d)  E[c] as it enters the stream (scaled by sqrt(d) beside sinusoidal positions)
 //   W_U       (d, V)  the readout: diag(gain_f) W_vocab (seed: W_out)
 //   QK^h      = W_E W_Q^h (W_E W_K^h)^T / sqrt(d_head)     (V, V): rows the query's character, columns the key's
-//   OV^h      = W_E W_V^h W_O^h W_U                       (V, V): rows the attended character, columns the logit it raises
+//   OV^h      = (W_E W_V^h + E_V^h) W_O^h W_U             (V, V): rows the attended character, columns the logit it raises
 //   direct    = W_E W_U                                   (V, V): the path through no head (GPT only)
 //   positivity(M) = sum_i lambda_i / sum_i |lambda_i|  over M's eigenvalues (a copying OV is near +1)
 //   composition(A, B) = ||A B||_F / (||A||_F ||B||_F), A = OV of a head of layer l, B of a later head:
@@ -65,6 +68,7 @@ function foldedWeights(model) {
   const { d, numHeads: H, vocabSize: V, config } = model;
   const seed = config.kind === "seed", L = seed ? 1 : config.num_layers, dK = d / H;
   const centred = config.norm !== "rms"; // LayerNorm subtracts the mean; RMSNorm does not
+  const gains = (name) => (config.qk_norm ? model.weight(name) ?? new Float64Array(dK).fill(1) : null);
   const kv = config.num_kv_heads || H, dKV = kv * dK;
   const E = model.weight("embedding.E");
   const WE = Float64Array.from(E, (x) => x * model.embeddingScale); // (V, d)
@@ -72,7 +76,7 @@ function foldedWeights(model) {
   const finalGain = seed ? null : model.weight("ln_f.gain");
   const readout = seed ? model.weight("W_out") : model.weight("W_vocab") ?? transpose(E, V, d); // (d, V)
   const WU = columnBlock(readout, d, V, 0, V, finalGain);
-  if (centred) centreColumns(WU, d, V); // TransformerLens's center_unembed
+  if (!config.logit_softcap) centreColumns(WU, d, V); // TransformerLens's center_unembed: softmax ignores a shift
   const layers = [];
   for (let l = 0; l < L; l++) {
     const p = seed ? "" : `blocks.${l}.`;
@@ -84,8 +88,13 @@ function foldedWeights(model) {
       const read = (name, width, head) => { const M = columnBlock(W(name), d, width, head * dK, dK, gain); return centred ? centreRows(M, d, dK) : M; };
       // without W_O (the notes' seed) head h's context is columns h d_head .. of the output: W_O^h = [0 I 0]
       const WO = W("W_O") ? rowBlock(W("W_O"), d, h * dK, dK) : placed(dK, d, h * dK);
-      if (centred) centreColumns(WO, dK, d);
-      heads.push({ WQ: read("W_Q", d, h), WK: read("W_K", dKV, shared), WV: read("W_V", dKV, shared), WO });
+      if (centred && !seed) centreColumns(WO, dK, d); // what the heads write, only LayerNorms read (seed: W_out reads it)
+      const EV = model.weight(p + "E_V"); // (V, k d_head): value embeddings, or absent
+      heads.push({
+        WQ: read("W_Q", d, h), WK: read("W_K", dKV, shared), WV: read("W_V", dKV, shared), WO,
+        EV: EV ? columnBlock(EV, V, dKV, shared * dK, dK) : null,
+        qGain: gains(p + "attention.q_norm.gain"), kGain: gains(p + "attention.k_norm.gain"),
+      });
     }
     layers.push(heads);
   }
@@ -200,11 +209,14 @@ function circuits(model) {
   const qk = [], ov = [], positive = { qk: [], ov: [] };
   for (const heads of F.layers) {
     const row = { qk: [], ov: [], pqk: [], pov: [] };
-    for (const { WQ, WK, WV, WO } of heads) {
-      const q = mm(WE, WQ, V, d, dK).map((x) => x / root), k = mm(WE, WK, V, d, dK); // (V, d_head) each
+    for (const { WQ, WK, WV, WO, EV, qGain, kGain } of heads) {
+      let q = mm(WE, WQ, V, d, dK), k = mm(WE, WK, V, d, dK); // (V, d_head) each
+      if (qGain) [q, k] = [rmsNorm(q, V, dK, qGain), rmsNorm(k, V, dK, kGain)]; // qk_norm: each token's own
+      q = q.map((x) => x / root);
       row.qk.push(matmul(q, k, V, dK, V)); // q k^T: (V, V)
       row.pqk.push(positivity(mm(transpose(k, V, dK), q, dK, V, dK), dK)); // k^T q: (d_head, d_head)
       const v = mm(WE, WV, V, d, dK), out = mm(WO, WU, dK, d, V); // (V, d_head), (d_head, V)
+      if (EV) for (let i = 0; i < v.length; i++) v[i] += EV[i]; // + E_V^h: the token's own value
       row.ov.push(mm(v, out, V, dK, V));
       row.pov.push(positivity(mm(out, v, dK, V, dK), dK));
     }
@@ -221,8 +233,10 @@ function composition(F) {
   const { L, H, d, dK, layers } = F;
   const gram = (X, n, m) => mm(transpose(X, n, m), X, m, n, m); // X^T X: (m, m)
   const trace = (A, B) => { let s = 0; for (let i = 0; i < dK; i++) for (let j = 0; j < dK; j++) s += A[i * dK + j] * B[j * dK + i]; return s; };
-  const parts = layers.map((heads) => heads.map(({ WQ, WK, WV, WO }) => {
+  const scaled = (W, gain) => (gain ? W.map((x, i) => x * gain[i % dK]) : W); // qk_norm's gains, its scale taken as constant
+  const parts = layers.map((heads) => heads.map(({ WQ: Q, WK: K, WV, WO, qGain, kGain }) => {
     const outT = transpose(WO, dK, d); // W_O^T (d, d_head)
+    const [WQ, WK] = [scaled(Q, qGain), scaled(K, kGain)];
     return {
       GA: gram(WV, d, dK), BBt: gram(outT, d, dK), WO, // the head as the earlier one: A = W_V, B = W_O
       // as the later one, C and D^T (d, d_head) for each kind: Q: W_Q W_K^T, K: W_K W_Q^T, V: W_V W_O
@@ -256,7 +270,7 @@ function bigramLogProbs(ids, V) {
   return counts;
 }
 
-/** Pearson's correlation of two equally long arrays. */
+/** Pearson's correlation of two equally long arrays (circuits.py's correlation). */
 function correlation(x, y) {
   const n = x.length, mx = x.reduce((s, v) => s + v, 0) / n, my = y.reduce((s, v) => s + v, 0) / n;
   let sxy = 0, sxx = 0, syy = 0;
