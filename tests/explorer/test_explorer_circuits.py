@@ -3,9 +3,12 @@ off changes the loss exactly as a PyTorch forward pass without that head does.""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
+from src.explorer.page import write_explorer
 from src.model.circuits import circuits
 from src.training.checkpoint import load_trained
 from tests.explorer.browser import chromium, open_page, show
@@ -138,3 +141,60 @@ def test_a_head_switched_off_in_the_page_loses_what_pytorch_loses_without_it(gpt
     page.select_option("#ablate select[data-head='1.2']", "zero")
     expected = loss_without(model, window, [(1, 2, "zero")])
     assert f"{expected:.3f}" in page.inner_text("#ablate .ablate-summary tr:nth-child(2) td.after")
+
+
+def stored(M: torch.Tensor) -> list:
+    """A map as a snapshot keeps it: thousandths of its largest |value|."""
+    return torch.round(1000 * M / M.abs().max()).int().tolist()
+
+
+def test_the_slider_shows_a_snapshots_circuits(tmp_path, browser):
+    """A snapshot's circuits in head_scores.json (here of another model's weights) are what the view draws
+    at its step; the last position is this checkpoint's, computed in the page."""
+    checkpoint, _ = make_page(tmp_path / "then", GPT)
+    earlier = circuits(load_trained(checkpoint).model)
+    checkpoint, _ = make_page(tmp_path / "now", {**GPT, "tie_weights": False})
+    L, H = GPT["num_layers"], GPT["num_heads"]
+    zeros = [[0.0] * H for _ in range(L)]
+    maps = {kind: [[stored(earlier[kind][layer, h]) for h in range(H)] for layer in range(L)] for kind in ("qk", "ov")}
+    scale = {kind: earlier[kind].abs().amax(dim=(-2, -1)).tolist() for kind in ("qk", "ov")}
+    snapshot = {
+        "step": 5,
+        "val_loss": 3.0,
+        "in_context": 0.0,
+        "in_context_text": None,
+        "maps": None,
+        "scores": {
+            m: zeros for m in ["previous_token", "duplicate_token", "induction", "first_token", "attention_distance"]
+        },
+        "kinds": [[None] * H for _ in range(L)],
+        "circuits": {
+            "positivity": {k: v.tolist() for k, v in earlier["positivity"].items()},
+            "composition": {k: v.tolist() for k, v in earlier["composition"].items()},
+            "direct_correlation": 0.5,
+            "maps": {
+                **maps,
+                "direct": stored(earlier["direct"]),
+                "scale": {**scale, "direct": earlier["direct"].abs().max().item()},
+            },
+        },
+    }
+    run = checkpoint.parent.parent
+    (run / "head_scores.json").write_text(json.dumps({"format": "scratchgpt head scores 1", "snapshots": [snapshot]}))
+    page_file = write_explorer(checkpoint, tmp_path / "page.html", tmp_path, text=str(tmp_path / "now" / "text.txt"))
+    opened = open_page(browser, page_file)
+    page = opened.page
+    show(page, "circuits-section")
+    page.select_option("#circuit-head", "1.3")
+    now = page.evaluate("window.scratchgpt.shownCircuits()")
+    page.evaluate("window.scratchgpt.timelapse(0)")
+    show(page, "circuits-section")
+    then = page.evaluate("window.scratchgpt.shownCircuits()")
+    assert then["step"] == 5 and now["step"] == 7 and then["head"] == [1, 3]
+    for kind in ["qk", "ov"]:
+        expected = earlier[kind][1, 3].flatten().double()
+        assert close(then[kind], expected, atol=float(expected.abs().max()) / 1000)  # to a thousandth of its largest
+        assert not close(now[kind], expected, atol=float(expected.abs().max()) / 10)
+    assert "the run's own, against its training text: 0.500" in page.inner_text("#direct-correlation")
+    assert "step 5" in page.inner_text("#circuit-step")
+    assert opened.errors == []

@@ -954,6 +954,7 @@ function drawHeadJob() {
 // ---------------------------------------------------------------- how a head does it: its circuits (issue 45)
 
 let circuitsNow = null; // this checkpoint's circuits, computed in the page (circuits.js) when first shown
+let circuitsShown = null; // what the view drew last: its step, head and maps (for the tests)
 let bigramNow = null; // the excerpt's bigram log-probabilities, (V, V)
 
 function finalCircuits() {
@@ -1058,6 +1059,7 @@ function drawCircuits() {
   const frames = headFrames(), frame = frames[state.frame ?? frames.length - 1];
   const [l, h] = state.jobHead ?? [0, 0];
   const c = circuitsOfFrame(frame, [l, h]), V = model.vocabSize;
+  circuitsShown = c && { step: c.step, head: [l, h], qk: c.qk && Array.from(c.qk), ov: c.ov && Array.from(c.ov), direct: c.direct && Array.from(c.direct) };
   const picker = el("select", { id: "circuit-head", "aria-label": "head" });
   const L = model.config.kind === "seed" ? 1 : model.config.num_layers;
   for (let a = 0; a < L; a++) for (let b = 0; b < model.numHeads; b++) picker.append(el("option", { value: `${a}.${b}` }, `layer ${a}, head ${b}`));
@@ -1511,6 +1513,8 @@ window.scratchgpt = {
     const square = (M) => M && Array.from({ length: V }, (_, a) => Array.from(M.subarray(a * V, (a + 1) * V)));
     return { qk: c.qk.map((l) => l.map(square)), ov: c.ov.map((l) => l.map(square)), direct: square(c.direct), positivity: c.positivity, composition: c.composition };
   },
+  /** What the circuits view drew last: {step, head, qk, ov, direct (flat V x V)} or null. */
+  shownCircuits: () => circuitsShown,
   /** `text`'s window with heads taken out ([[layer, head, "zero" | "mean"]]; the mean over the window's
    *  positions): {loss: the mean loss of its predictions, lossBefore, probs: the last position's}. */
   ablate: (text, heads) => {
