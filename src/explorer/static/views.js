@@ -1070,9 +1070,10 @@ function drawCircuits() {
     parts.push(el("p", { class: "hint" }, "This run's head_scores.json was written before the circuits were tracked: slide to the last position, this checkpoint, for its circuits."));
     return box.replaceChildren(...parts);
   }
-  const width = Math.max(180, Math.min(540, Math.floor(($("circuits-section").clientWidth - 40) / 2) - 12));
+  const room = $("circuits-section").clientWidth - 36; // two maps side by side where they fit at 5 px a cell or more, else one a row
+  const width = room < 2 * (14 + 5 * V) + 24 ? room : Math.min(540, Math.floor(room / 2) - 12);
   const figure = (M, kind, caption) => el("figure", { style: `max-width:${width + 4}px` }, circuitMap(M, V, width, CIRCUIT_WORDS[kind]), el("figcaption", { class: "hint" }, caption));
-  const top = (M, arrow) => el("p", { class: "mono top-entries", style: `max-width:${width + 4}px` }, topEntries(M, V).map(([a, b, v]) => `${glyph(model.vocab[a])}${arrow}${glyph(model.vocab[b])} ${fmt(v, 2)}`).join("   "));
+  const top = (M, arrow) => el("p", { class: "mono top-entries", style: `max-width:${width + 4}px` }, ...topEntries(M, V).map(([a, b, v]) => el("span", {}, `${glyph(model.vocab[a])}${arrow}${glyph(model.vocab[b])} ${fmt(v, 2)}`)));
   const pos = (kind) => fmt(c.positivity[kind][l][h], 2);
   if (c.qk) {
     parts.push(el("div", { class: "side-maps" },
