@@ -198,7 +198,7 @@ def number(value: Any, fmt: str) -> str:
 
 def format_table(rows: list[dict[str, Any]], residuals: dict[int, float] | None = None) -> str:
     columns = ["job", "overrides", "parameters", "best val loss", "bpc", "heads of each kind", "best induction"]
-    columns += ["in-context", "tokens/s (run)", "wall", "status"]
+    columns += ["in-context", "max K-comp", "copying OV", "tokens/s (run)", "wall", "status"]
     if residuals:
         columns.insert(4, "fit residual")
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
@@ -217,6 +217,8 @@ def format_table(rows: list[dict[str, Any]], residuals: dict[int, float] | None 
             head_counts(row),
             number(head_value(row, "best_induction"), ".2f"),
             number(head_value(row, "in_context"), "+.3f"),
+            number(head_value(row, "max_k_composition"), ".2f"),
+            number(head_value(row, "most_copying_positivity"), "+.2f"),
             number(row.get("tokens_per_sec"), ",.0f"),
             number(row.get("wall_seconds"), ".0f") + "s",
             status,

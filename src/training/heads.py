@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from src.data.corpus import write_atomically
+from src.model.circuits import bigram_log_probs, circuits
 from src.model.head_scores import KINDS, MEASURES, THRESHOLD, HeadScores, measure_heads, repeated_probe
 from src.rules import ConfigError, non_negative_int, of_type, positive_int, sample_fits, sampling
 from src.training.callbacks import reported_validation
@@ -24,9 +25,20 @@ from src.training.tensorboard import ATTENTION_TAG, TensorBoard
 FORMAT = "scratchgpt head scores 1"
 SCORE_TAG = "score_{measure}/L{layer}H{head}"
 IN_CONTEXT_TAG = "score_in_context/{on}"
-# The CUSTOM SCALARS tab: one chart per measure, a line per head.
-LAYOUT = {"head scores": {measure: ["Multiline", [rf"^score_{measure}/"]] for measure in MEASURES}}
+COPYING_TAG = "circuit_ov_positivity/L{layer}H{head}"  # each head's OV eigenvalue positivity: +1 copies
+K_COMPOSITION_TAG = "circuit_k_composition/max"  # the largest K-composition of any pair of heads
+DIRECT_TAG = "circuit_direct/bigram_correlation"
+# The CUSTOM SCALARS tab: one chart per measure, a line per head; the circuits' charts beside them.
+LAYOUT = {
+    "head scores": {measure: ["Multiline", [rf"^score_{measure}/"]] for measure in MEASURES},
+    "circuits": {
+        "OV copying (positivity)": ["Multiline", [r"^circuit_ov_positivity/"]],
+        "largest K-composition": ["Multiline", [r"^circuit_k_composition/"]],
+        "direct path vs bigrams": ["Multiline", [r"^circuit_direct/"]],
+    },
+}
 GLANCE_TAG = "maps/heads_at_a_glance"
+BIGRAM_TOKENS = 2_000_000  # the direct path is compared with the bigrams of the training text's first tokens
 
 
 def thousandths(A: Tensor) -> list[list[list[list[int]]]]:
@@ -37,7 +49,51 @@ def thousandths(A: Tensor) -> list[list[list[list[int]]]]:
     ]
 
 
-def snapshot(step: int, result: HeadScores, prompt_maps: list[Tensor], val_loss: float | None) -> dict[str, Any]:
+def scaled_map(M: Tensor) -> tuple[list[list[int]], float]:
+    """A circuit as integers -1000..1000, thousandths of its largest |value|, and that value."""
+    scale = float(M.abs().max())
+    return (M / scale * 1000).round().int().tolist() if scale > 0 else M.int().tolist(), scale
+
+
+def circuits_snapshot(result: dict[str, Any]) -> dict[str, Any]:
+    """head_scores.json's "circuits" of a snapshot (src.model.circuits.circuits, docs/heads.md)."""
+    qk = [[scaled_map(M) for M in layer] for layer in result["qk"]]
+    ov = [[scaled_map(M) for M in layer] for layer in result["ov"]]
+    direct = scaled_map(result["direct"]) if result["direct"] is not None else (None, None)
+    return {
+        "positivity": {key: value.tolist() for key, value in result["positivity"].items()},
+        "composition": {key: value.tolist() for key, value in result["composition"].items()},
+        "direct_correlation": result["direct_correlation"],
+        "maps": {
+            "qk": [[m for m, _ in layer] for layer in qk],
+            "ov": [[m for m, _ in layer] for layer in ov],
+            "direct": direct[0],
+            "scale": {
+                "qk": [[scale for _, scale in layer] for layer in qk],
+                "ov": [[scale for _, scale in layer] for layer in ov],
+                "direct": direct[1],
+            },
+        },
+    }
+
+
+def circuits_summary(result: dict[str, Any]) -> dict[str, Any]:
+    """result.json's circuit numbers: the largest K-composition and its pair, the most copying head."""
+    K, ov = result["composition"]["k"], result["positivity"]["ov"]
+    l1, h1, l2, h2 = (int(i) for i in torch.unravel_index(K.argmax(), K.shape))
+    layer, head = (int(i) for i in torch.unravel_index(ov.argmax(), ov.shape))
+    return {
+        "max_k_composition": float(K.max()) if K.numel() and l2 > l1 else None,
+        "max_k_composition_pair": f"L{l1}H{h1}->L{l2}H{h2}" if l2 > l1 else None,
+        "most_copying_head": f"L{layer}H{head}",
+        "most_copying_positivity": float(ov.max()),
+        "direct_correlation": result["direct_correlation"],
+    }
+
+
+def snapshot(
+    step: int, result: HeadScores, prompt_maps: list[Tensor], val_loss: float | None, found: dict[str, Any]
+) -> dict[str, Any]:
     return {
         "step": step,
         "val_loss": val_loss,
@@ -46,6 +102,7 @@ def snapshot(step: int, result: HeadScores, prompt_maps: list[Tensor], val_loss:
         "in_context": result.in_context,
         "in_context_text": result.in_context_text,
         "maps": {"probe": thousandths(result.probe_maps), "prompt": thousandths(prompt_maps)},
+        "circuits": circuits_snapshot(found),
     }
 
 
@@ -153,8 +210,10 @@ class TrackHeads(L.Callback):
         self.probe_batch, self.text_windows, self.seed = probe_batch, text_windows, seed
         self.probe: Tensor | None = None
         self.text: Tensor | None = None
+        self.bigrams: Tensor | None = None  # the training text's log p(next | current), for the direct path
         self.snapshots: list[dict[str, Any]] = []
         self.last: HeadScores | None = None
+        self.last_circuits: dict[str, Any] | None = None
         self.figure = None
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
@@ -170,6 +229,10 @@ class TrackHeads(L.Callback):
             if windows > 0:
                 ids = torch.as_tensor(splits["val"][: windows * T].astype("int64"))
                 self.text = ids.view(windows, T)
+        text = (splits or {}).get("train")
+        if text is not None and len(text) > 1:
+            ids = torch.as_tensor(text[:BIGRAM_TOKENS].astype("int64"))
+            self.bigrams = bigram_log_probs(ids, pl_module.tokenizer.vocab_size)
         if self.path.is_file():  # a resumed run: the snapshots so far
             try:
                 self.snapshots = json.loads(self.path.read_text())["snapshots"]
@@ -183,7 +246,8 @@ class TrackHeads(L.Callback):
         model, device = pl_module.model, pl_module.device
         text = self.text.to(device) if self.text is not None else None
         result = score_heads_now(model, self.probe.to(device), text)
-        self.last = result
+        found = circuits(model, self.bigrams)
+        self.last, self.last_circuits = result, found
         metrics = {
             SCORE_TAG.format(measure=measure, layer=layer, head=head): value
             for measure in MEASURES
@@ -193,17 +257,26 @@ class TrackHeads(L.Callback):
         metrics[IN_CONTEXT_TAG.format(on="repeats")] = result.in_context
         if result.in_context_text is not None:
             metrics[IN_CONTEXT_TAG.format(on="text")] = result.in_context_text
+        for layer, row in enumerate(found["positivity"]["ov"].tolist()):
+            metrics |= {COPYING_TAG.format(layer=layer, head=head): value for head, value in enumerate(row)}
+        closing = circuits_summary(found)
+        if closing["max_k_composition"] is not None:
+            metrics[K_COMPOSITION_TAG] = closing["max_k_composition"]
+        if closing["direct_correlation"] is not None:
+            metrics[DIRECT_TAG] = closing["direct_correlation"]
         log_at_step(trainer, metrics)
-        self.write_snapshot(trainer, pl_module, result)
+        self.write_snapshot(trainer, pl_module, result, found)
         self.draw_glance(trainer, result)
 
-    def write_snapshot(self, trainer: L.Trainer, pl_module: L.LightningModule, result: HeadScores) -> None:
+    def write_snapshot(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, result: HeadScores, found: dict[str, Any]
+    ) -> None:
         tokenizer, step = pl_module.tokenizer, trainer.global_step
         prompt, prompt_ids, maps = prompt_maps(pl_module, self.prompt)
         val_loss = trainer.callback_metrics.get("val/loss")
         val_loss = float(val_loss) if val_loss is not None else None
         self.snapshots = [s for s in self.snapshots if s["step"] < step]
-        self.snapshots.append(snapshot(step, result, [A[0] for A in maps], val_loss))
+        self.snapshots.append(snapshot(step, result, [A[0] for A in maps], val_loss, found))
         probe = self.probe[0].tolist()
         layers, heads = result.scores["induction"].shape
         content = {
@@ -263,4 +336,13 @@ class TrackHeads(L.Callback):
         if self.last is None:
             return None
         scores = {m: self.last.scores[m].tolist() for m in MEASURES}
-        return {**self.last.summary(), "scores": scores, "became": self.became()}
+        found = self.last_circuits
+        circuit_numbers = circuits_summary(found) if found is not None else {}
+        positivity = {key: value.tolist() for key, value in found["positivity"].items()} if found else None
+        return {
+            **self.last.summary(),
+            **circuit_numbers,
+            "scores": scores,
+            "positivity": positivity,
+            "became": self.became(),
+        }

@@ -227,6 +227,8 @@ def heads_of(seed: int, induction_heads: int) -> dict:
         "best_induction": 0.3 + 0.1 * induction_heads + 0.02 * seed,
         "in_context": -0.2 * induction_heads,
         "in_context_text": -0.1,
+        "max_k_composition": 0.1 * induction_heads,
+        "most_copying_positivity": 0.9 + 0.01 * seed,
     }
 
 
@@ -238,8 +240,9 @@ def test_the_summary_counts_each_kind_of_head_and_seeds_average_them(tmp_path):
     rows.append({**job(4, 2.5, 800, "model.num_heads=8", "seed=1"), "heads": None})  # scores switched off
     table = sweep_analysis.format_table(rows)
     assert "| heads of each kind | best induction | in-context |" in table
-    assert "| prev 1 dup 0 ind 2 first 1 | 0.52 | -0.400 |" in table  # job 2: 4 heads, seed 1
-    assert "| - | - | - |" in table  # job 4: no scores
+    assert "| prev 1 dup 0 ind 2 first 1 | 0.52 | -0.400 | 0.20 | +0.91 |" in table  # job 2: 4 heads, seed 1
+    assert "| in-context | max K-comp | copying OV |" in table  # the circuits (src/model/circuits.py)
+    assert "| - | - | - | - | - |" in table  # job 4: no scores
     text, _, _ = sweep_analysis.summary_text(rows)
     assert "| 1.0 0.0 2.0 1.5 | 0.53 | -0.400 | 2 | 2, 3 |" in text  # num_heads=4: means over seeds 1, 2
     assert "| 1.0 0.0 1.0 1.5 | 0.43 | -0.200 | 2 | 0, 1 |" in text

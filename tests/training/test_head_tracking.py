@@ -7,11 +7,13 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from src.data.datamodule import split_lengths
+from src.model.circuits import bigram_log_probs, circuits
 from src.model.head_scores import MEASURES, measure_heads, repeated_probe
 from src.run.cli import compose
 from src.train import train
 from src.training.checkpoint import load_trained
-from tests.helpers import run_main, scalars, tiny_training, train_in_process
+from tests.helpers import run_main, scalars, shakespeare_file, tiny_training, train_in_process
 
 SEED = ["model=seed", "model.context_window=10", "model.embedding_dim=12", "model.num_heads=3"]
 
@@ -50,15 +52,56 @@ def test_every_validation_scores_every_head_and_the_last_snapshot_equals_the_che
     for measure in MEASURES:
         assert torch.allclose(again.scores[measure], torch.tensor(last["scores"][measure]), atol=1e-5), measure
     assert again.in_context == pytest.approx(last["in_context"], abs=1e-5)
+    # ... and so are its circuits, recomputed from that checkpoint.
+    assert [set(s["circuits"]) for s in saved["snapshots"]] == [
+        {"positivity", "composition", "direct_correlation", "maps"}
+    ] * 3
+    stored, recomputed = last["circuits"], circuits(trained.model)
+    V = trained.tokenizer.vocab_size
+    for key in ("qk", "ov"):
+        assert torch.allclose(torch.tensor(stored["positivity"][key]), recomputed["positivity"][key], atol=1e-5)
+        scale = torch.tensor(stored["maps"]["scale"][key])  # (L, h): each map's largest |value|
+        assert torch.allclose(scale, recomputed[key].abs().amax(dim=(-2, -1)), rtol=1e-5)
+        thousandths = torch.tensor(stored["maps"][key])  # (L, h, V, V) integers
+        assert thousandths.shape == (layers, heads, V, V) and thousandths.abs().max() == 1000
+        assert (thousandths - recomputed[key] / scale[..., None, None] * 1000).abs().max() <= 0.5 + 1e-3
+    for key in "qkv":
+        assert torch.allclose(torch.tensor(stored["composition"][key]), recomputed["composition"][key], atol=1e-6)
+    if kind == "gpt":
+        direct = recomputed["direct"]
+        assert stored["maps"]["scale"]["direct"] == pytest.approx(float(direct.abs().max()), rel=1e-5)
+        assert torch.tensor(stored["maps"]["direct"]).shape == (V, V)
+        text = shakespeare_file().read_text(encoding="utf-8")
+        ids = trained.tokenizer.encode(text[: split_lengths(len(text), 0.02, 0.0)["train"]])  # tiny_training's
+        correlation = circuits(trained.model, bigram_log_probs(ids, V))["direct_correlation"]
+        assert stored["direct_correlation"] == pytest.approx(correlation, abs=1e-5)
+    else:
+        assert stored["maps"]["direct"] is None and stored["direct_correlation"] is None
 
     result = json.loads((run / "result.json").read_text())["heads"]
     assert result["scores"]["induction"] == last["scores"]["induction"]
     assert result["in_context"] == last["in_context"] and result["in_context_text"] is not None
     assert set(result) >= {"previous_token_heads", "induction_heads", "best_induction"}
+    assert result["positivity"] == stored["positivity"]
+    ov = torch.tensor(stored["positivity"]["ov"])
+    assert result["most_copying_positivity"] == pytest.approx(float(ov.max()))
+    assert result["direct_correlation"] == stored["direct_correlation"]
 
     logged = scalars(run)
     assert [step for step, _ in logged["score_in_context/repeats"]] == [0, 20, 40]
     assert not any(tag.startswith("loss/in_context") for tag in logged)  # the loss group: train, val, best
+    # The circuits' charts: tags of the run's own TensorBoard run, not runs of their own.
+    copying = logged[f"circuit_ov_positivity/L{layers - 1}H{heads - 1}"]
+    assert [step for step, _ in copying] == [0, 20, 40] and copying[-1][1] == pytest.approx(ov[-1, -1].item())
+    if kind == "gpt":
+        K = torch.tensor(stored["composition"]["k"])
+        assert logged["circuit_k_composition/max"][-1][1] == pytest.approx(K.max().item())
+        assert (
+            result["max_k_composition"] == pytest.approx(K.max().item()) and "->L1H" in result["max_k_composition_pair"]
+        )
+        assert logged["circuit_direct/bigram_correlation"][-1][1] == pytest.approx(stored["direct_correlation"])
+    else:  # one layer: nothing to compose
+        assert "circuit_k_composition/max" not in logged and result["max_k_composition"] is None
     # A run per head (TensorBoard's colour per run), the layer in the tag (src/training/tensorboard.py)
     runs = sorted(p.name for p in (run / "tensorboard").iterdir() if p.is_dir())
     assert runs == ["best", *(f"head_{h}" for h in range(heads)), "val"]  # beside the val and best val loss's runs
