@@ -11,6 +11,7 @@ import torch
 from src.explorer.page import write_explorer
 from src.model.circuits import circuits
 from src.training.checkpoint import load_trained
+from src.training.heads import circuits_snapshot
 from tests.explorer.browser import chromium, open_page, show
 from tests.explorer.test_explorer_views import GPT, SEED, SWITCHED, VOCAB, make_page
 
@@ -143,11 +144,6 @@ def test_a_head_switched_off_in_the_page_loses_what_pytorch_loses_without_it(gpt
     assert f"{expected:.3f}" in page.inner_text("#ablate .ablate-summary tr:nth-child(2) td.after")
 
 
-def stored(M: torch.Tensor) -> list:
-    """A map as a snapshot keeps it: thousandths of its largest |value|."""
-    return torch.round(1000 * M / M.abs().max()).int().tolist()
-
-
 def test_the_slider_shows_a_snapshots_circuits(tmp_path, browser):
     """A snapshot's circuits in head_scores.json (here of another model's weights) are what the view draws
     at its step; the last position is this checkpoint's, computed in the page."""
@@ -156,8 +152,6 @@ def test_the_slider_shows_a_snapshots_circuits(tmp_path, browser):
     checkpoint, _ = make_page(tmp_path / "now", {**GPT, "tie_weights": False})
     L, H = GPT["num_layers"], GPT["num_heads"]
     zeros = [[0.0] * H for _ in range(L)]
-    maps = {kind: [[stored(earlier[kind][layer, h]) for h in range(H)] for layer in range(L)] for kind in ("qk", "ov")}
-    scale = {kind: earlier[kind].abs().amax(dim=(-2, -1)).tolist() for kind in ("qk", "ov")}
     snapshot = {
         "step": 5,
         "val_loss": 3.0,
@@ -168,16 +162,7 @@ def test_the_slider_shows_a_snapshots_circuits(tmp_path, browser):
             m: zeros for m in ["previous_token", "duplicate_token", "induction", "first_token", "attention_distance"]
         },
         "kinds": [[None] * H for _ in range(L)],
-        "circuits": {
-            "positivity": {k: v.tolist() for k, v in earlier["positivity"].items()},
-            "composition": {k: v.tolist() for k, v in earlier["composition"].items()},
-            "direct_correlation": 0.5,
-            "maps": {
-                **maps,
-                "direct": stored(earlier["direct"]),
-                "scale": {**scale, "direct": earlier["direct"].abs().max().item()},
-            },
-        },
+        "circuits": circuits_snapshot({**earlier, "direct_correlation": 0.5}),
     }
     run = checkpoint.parent.parent
     (run / "head_scores.json").write_text(json.dumps({"format": "scratchgpt head scores 1", "snapshots": [snapshot]}))

@@ -1088,7 +1088,7 @@ function drawCircuits() {
     parts.push(el("div", { class: "side-maps" },
       figure(c.direct, "direct", "W_E W_U: the logits the embedding alone gives the next character, through no head. Row: the current character, column: the next."),
       figure(centreColumns(Float64Array.from(table), V, V), "bigram", `log p(next | current) over the excerpt's ${count.toLocaleString("en-US")} characters (add-one smoothed), each row minus its mean as a logit's row may be: only differences within a row change a prediction.`)),
-      el("p", { id: "direct-correlation" }, `correlation of the two tables: r = ${fmt(r)}` + (c.runCorrelation !== undefined ? `; the run's own, against its training text: ${fmt(c.runCorrelation)}` : "")));
+      el("p", { id: "direct-correlation" }, `correlation of the two tables: r = ${fmt(r)}` + (typeof c.runCorrelation === "number" ? `; the run's own, against its training text: ${fmt(c.runCorrelation)}` : "")));
   }
   parts.push(el("h3", {}, "Every head's positivity"), positivityTable(c.positivity, [l, h]));
   parts.push(el("h3", {}, "Composition: how much a later head reads what an earlier one writes"), compositionTables(c.composition));
