@@ -1097,7 +1097,7 @@ function drawCircuits() {
 
 /** Layers x heads: each head's OV and QK positivity, sum λ / sum |λ|. */
 function positivityTable(p, [sl, sh]) {
-  const table = el("table", { class: "job positivity" });
+  const table = el("table", { class: "head-grid positivity" });
   table.append(el("tr", {}, el("th", {}, ""), ...p.ov[0].map((_, h) => el("th", {}, `head ${h}`))));
   p.ov.forEach((layer, l) => table.append(el("tr", {}, el("th", {}, `layer ${l}`), ...layer.map((ov, h) => {
     const rgb = divergingRGB(ov);
@@ -1178,7 +1178,7 @@ let ablatedInContext = null; // the in-context score without the switched heads,
 function drawAblation() {
   const box = $("ablate");
   const L = model.config.kind === "seed" ? 1 : model.config.num_layers;
-  const table = el("table", { class: "job ablate" });
+  const table = el("table", { class: "head-grid ablate" });
   table.append(el("tr", {}, el("th", {}, ""), ...Array.from({ length: model.numHeads }, (_, h) => el("th", {}, `head ${h}`))));
   for (let l = 0; l < L; l++)
     table.append(el("tr", {}, el("th", {}, `layer ${l}`), ...Array.from({ length: model.numHeads }, (_, h) => {
