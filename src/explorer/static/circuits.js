@@ -29,7 +29,7 @@ function mm(A, B, n, k, m) {
 }
 
 /** M minus the mean of each column (over its R rows), in place: centred over the first axis. */
-function centreRows(M, R, C) {
+function centreOverRows(M, R, C) {
   for (let c = 0; c < C; c++) {
     let mean = 0;
     for (let r = 0; r < R; r++) mean += M[r * C + c];
@@ -40,7 +40,7 @@ function centreRows(M, R, C) {
 }
 
 /** M minus the mean of each row (over its C columns), in place: centred over the last axis. */
-function centreColumns(M, R, C) {
+function centreOverColumns(M, R, C) {
   for (let r = 0; r < R; r++) {
     let mean = 0;
     for (let c = 0; c < C; c++) mean += M[r * C + c];
@@ -72,11 +72,11 @@ function foldedWeights(model) {
   const kv = config.num_kv_heads || H, dKV = kv * dK;
   const E = model.weight("embedding.E");
   const WE = Float64Array.from(E, (x) => x * model.embeddingScale); // (V, d)
-  if (centred) centreColumns(WE, V, d);
+  if (centred) centreOverColumns(WE, V, d);
   const finalGain = seed ? null : model.weight("ln_f.gain");
   const readout = seed ? model.weight("W_out") : model.weight("W_vocab") ?? transpose(E, V, d); // (d, V)
   const WU = columnBlock(readout, d, V, 0, V, finalGain);
-  if (!config.logit_softcap) centreColumns(WU, d, V); // TransformerLens's center_unembed: softmax ignores a shift
+  if (!config.logit_softcap) centreOverColumns(WU, d, V); // TransformerLens's center_unembed: softmax ignores a shift
   const layers = [];
   for (let l = 0; l < L; l++) {
     const p = seed ? "" : `blocks.${l}.`;
@@ -85,10 +85,10 @@ function foldedWeights(model) {
     const heads = [];
     for (let h = 0; h < H; h++) {
       const shared = Math.floor(h / (H / kv));
-      const read = (name, width, head) => { const M = columnBlock(W(name), d, width, head * dK, dK, gain); return centred ? centreRows(M, d, dK) : M; };
+      const read = (name, width, head) => { const M = columnBlock(W(name), d, width, head * dK, dK, gain); return centred ? centreOverRows(M, d, dK) : M; };
       // without W_O (the notes' seed) head h's context is columns h d_head .. of the output: W_O^h = [0 I 0]
       const WO = W("W_O") ? rowBlock(W("W_O"), d, h * dK, dK) : placed(dK, d, h * dK);
-      if (centred && !seed) centreColumns(WO, dK, d); // what the heads write, only LayerNorms read (seed: W_out reads it)
+      if (centred && !seed) centreOverColumns(WO, dK, d); // what the heads write, only LayerNorms read (seed: W_out reads it)
       const EV = model.weight(p + "E_V"); // (V, k d_head): value embeddings, or absent
       heads.push({
         WQ: read("W_Q", d, h), WK: read("W_K", dKV, shared), WV: read("W_V", dKV, shared), WO,
@@ -237,18 +237,18 @@ function composition(F) {
   const parts = layers.map((heads) => heads.map(({ WQ: Q, WK: K, WV, WO, qGain, kGain }) => {
     const outT = transpose(WO, dK, d); // W_O^T (d, d_head)
     const [WQ, WK] = [scaled(Q, qGain), scaled(K, kGain)];
+    // as the later one, C and D^T (d, d_head) for each kind: Q: W_Q W_K^T, K: W_K W_Q^T, V: W_V W_O
+    const later = (C, Dt) => ({ C, GC: gram(C, d, dK), GD: gram(Dt, d, dK) });
     return {
       GA: gram(WV, d, dK), BBt: gram(outT, d, dK), WO, // the head as the earlier one: A = W_V, B = W_O
-      // as the later one, C and D^T (d, d_head) for each kind: Q: W_Q W_K^T, K: W_K W_Q^T, V: W_V W_O
-      q: [WQ, WK], k: [WK, WQ], v: [WV, outT],
+      q: later(WQ, WK), k: later(WK, WQ), v: later(WV, outT),
     };
   }));
   const scores = {};
   for (const kind of ["q", "k", "v"]) {
     scores[kind] = Array.from({ length: L }, (_, l1) => Array.from({ length: H }, (_, h1) => Array.from({ length: L }, (_, l2) => Array.from({ length: H }, (_, h2) => {
       if (l1 >= l2) return 0;
-      const a = parts[l1][h1], [C, Dt] = parts[l2][h2][kind];
-      const GC = gram(C, d, dK), GD = gram(Dt, d, dK);
+      const a = parts[l1][h1], { C, GC, GD } = parts[l2][h2][kind];
       const M = mm(a.WO, C, dK, d, dK); // B C
       const MtGA = mm(transpose(M, dK, dK), a.GA, dK, dK, dK);
       const both = trace(mm(MtGA, M, dK, dK, dK), GD);
