@@ -980,7 +980,7 @@ function storedCircuit(ints, scale) {
 function circuitsOfFrame(frame, [l, h]) {
   if (!frame) {
     const c = finalCircuits();
-    return { step: payload.step, qk: c.qk[l][h], ov: c.ov[l][h], direct: c.direct, positivity: c.positivity, composition: c.composition, stored: false };
+    return { step: payload.step, qk: c.qk[l][h], ov: c.ov[l][h], direct: c.direct, positivity: c.positivity, composition: c.composition };
   }
   const c = frame.circuits;
   if (!c) return null; // a run written before the circuits were tracked
@@ -993,7 +993,6 @@ function circuitsOfFrame(frame, [l, h]) {
     positivity: c.positivity,
     composition: c.composition,
     runCorrelation: c.direct_correlation,
-    stored: true,
   };
 }
 
@@ -1192,7 +1191,7 @@ function drawAblation() {
   const parts = [el("div", { class: "job-box" }, table)];
   if (!current.result) return box.replaceChildren(...parts, el("p", { class: "hint" }, "Type at least one character of the vocabulary."));
   const spec = removedSpec(), after = removedHeads.size ? forward(model, current.ids, spec) : current.result;
-  const T = current.T, before = { loss: textLoss(current.result, current.ids), probs: current.probs };
+  const T = current.T, lossBefore = textLoss(current.result, current.ids);
   const probs = softmax(Float64Array.from(row(after.logits, T - 1, model.vocabSize)));
   const loss = textLoss(after, current.ids);
   const inContextBefore = headsNow ? headsNow.inContext : null;
@@ -1200,7 +1199,7 @@ function drawAblation() {
   const inContext = removedHeads.size ? ablatedInContext : inContextBefore;
   const delta = (a, b) => (a === null || b === null ? "" : ` (${b - a >= 0 ? "+" : ""}${fmt(b - a)})`);
   const rowsOf = [
-    ["loss on the shown text (nats, its " + (T - 1) + " predictions)", before.loss, loss],
+    [`loss on the shown text (nats, its ${T - 1} predictions)`, lossBefore, loss],
     ["in-context score on the probe (nats)", payload.heads ? inContextBefore : null, payload.heads ? inContext : null],
   ];
   const summary = el("table", { class: "ablate-summary" }, el("tr", {}, ...["", "all heads", "without the switched heads"].map((x) => el("th", {}, x))),
