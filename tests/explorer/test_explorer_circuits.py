@@ -10,6 +10,7 @@ import torch
 
 from src.explorer.page import write_explorer
 from src.model.circuits import circuits
+from src.model.head_scores import measure_heads, repeated_probe
 from src.training.checkpoint import load_trained
 from src.training.heads import circuits_snapshot
 from tests.explorer.browser import chromium, open_page, show
@@ -142,6 +143,18 @@ def test_a_head_switched_off_in_the_page_loses_what_pytorch_loses_without_it(gpt
     page.select_option("#ablate select[data-head='1.2']", "zero")
     expected = loss_without(model, window, [(1, 2, "zero")])
     assert f"{expected:.3f}" in page.inner_text("#ablate .ablate-summary tr:nth-child(2) td.after")
+    # The in-context score on the probe, scored in the background, is PyTorch's with W_O's rows of the head at 0.
+    in_context = "#ablate .ablate-summary tr:nth-child(3) td.after"
+    show(page, "ablate-section")  # in sight again (the views above it may have grown as they were drawn)
+    page.wait_for_function("(cell) => !document.querySelector(cell).textContent.includes('scoring')", arg=in_context)
+    dk = GPT["embedding_dim"] // GPT["num_heads"]
+    W_O = model.blocks[1].attention.W_O
+    kept = W_O.detach().clone()
+    with torch.no_grad():
+        W_O[2 * dk : 3 * dk] = 0
+        without = measure_heads(model, repeated_probe(len(VOCAB), GPT["context_window"])).in_context
+        W_O.copy_(kept)
+    assert f"{without:.3f}" in page.inner_text(in_context)
 
 
 def test_the_slider_shows_a_snapshots_circuits(tmp_path, browser):

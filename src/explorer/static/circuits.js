@@ -23,9 +23,16 @@
 // Matrices are flat Float64Arrays in row-major order, as in model.js; shapes in the comments.
 "use strict";
 
-/** A (n, k) times B (k, m) -> (n, m). */
+/** A (n, k) times B (k, m) -> (n, m), in plain loops (the circuits' matrices are small: copying them into
+ *  the kernel's memory would cost more than it saves). */
 function mm(A, B, n, k, m) {
-  return matmul(A, transpose(B, k, m), n, k, m);
+  const out = new Float64Array(n * m);
+  for (let i = 0; i < n; i++)
+    for (let j = 0; j < k; j++) {
+      const a = A[i * k + j];
+      if (a !== 0) for (let c = 0; c < m; c++) out[i * m + c] += a * B[j * m + c];
+    }
+  return out;
 }
 
 /** M minus the mean of each column (over its R rows), in place: centred over the first axis. */
@@ -158,34 +165,36 @@ function eigenvalues(A, n) {
       mu = Math.hypot(m1[0] - e[0], m1[1] - e[1]) < Math.hypot(m2[0] - e[0], m2[1] - e[1]) ? m1 : m2;
     }
     for (let i = lo; i <= hi; i++) { re[i * n + i] -= mu[0]; im[i * n + i] -= mu[1]; }
-    const rotations = [];
+    const cs = new Float64Array(4 * (hi - lo)); // rotation k: c = (cr, ci), s = (sr, si), c = x / r, s = y / r
     for (let k = lo; k < hi; k++) { // H - mu I = Q R: rotation k zeroes H[k+1, k]
-      const x = at(k, k), y = at(k + 1, k), r = Math.hypot(x[0], x[1], y[0], y[1]);
-      const cs = r === 0 ? [1, 0] : [x[0] / r, x[1] / r], sn = r === 0 ? [0, 0] : [y[0] / r, y[1] / r];
-      rotations.push([cs, sn]);
-      for (let j = k; j <= hi; j++) { // rows k, k+1 <- [[conj c, conj s], [-s, c]] [x; y]
-        const [p, q] = [at(k, j), at(k + 1, j)];
-        const top = cadd(cmul(conj(cs), p), cmul(conj(sn), q)), bottom = csub(cmul(cs, q), cmul(sn, p));
-        [re[k * n + j], im[k * n + j], re[(k + 1) * n + j], im[(k + 1) * n + j]] = [...top, ...bottom];
+      const [xr, xi, yr, yi] = [re[k * n + k], im[k * n + k], re[(k + 1) * n + k], im[(k + 1) * n + k]];
+      const r = Math.hypot(xr, xi, yr, yi);
+      const [cr, ci, sr, si] = r === 0 ? [1, 0, 0, 0] : [xr / r, xi / r, yr / r, yi / r];
+      cs.set([cr, ci, sr, si], 4 * (k - lo));
+      for (let j = k; j <= hi; j++) { // rows k, k+1 <- [[conj c, conj s], [-s, c]] [p; q]
+        const a = k * n + j, b = a + n, pr = re[a], pi = im[a], qr = re[b], qi = im[b];
+        re[a] = cr * pr + ci * pi + sr * qr + si * qi;
+        im[a] = cr * pi - ci * pr + sr * qi - si * qr;
+        re[b] = cr * qr - ci * qi - sr * pr + si * pi;
+        im[b] = cr * qi + ci * qr - sr * pi - si * pr;
       }
     }
-    rotations.forEach(([cs, sn], o) => { // R Q: columns k, k+1 <- [x, y] [[c, -conj s], [s, conj c]]
-      const k = lo + o;
+    for (let k = lo; k < hi; k++) { // R Q: columns k, k+1 <- [p, q] [[c, -conj s], [s, conj c]]
+      const [cr, ci, sr, si] = cs.subarray(4 * (k - lo), 4 * (k - lo) + 4);
       for (let i = lo; i <= Math.min(k + 2, hi); i++) {
-        const [p, q] = [at(i, k), at(i, k + 1)];
-        const left = cadd(cmul(p, cs), cmul(q, sn)), right = csub(cmul(q, conj(cs)), cmul(p, conj(sn)));
-        [re[i * n + k], im[i * n + k], re[i * n + k + 1], im[i * n + k + 1]] = [...left, ...right];
+        const a = i * n + k, b = a + 1, pr = re[a], pi = im[a], qr = re[b], qi = im[b];
+        re[a] = pr * cr - pi * ci + qr * sr - qi * si;
+        im[a] = pr * ci + pi * cr + qr * si + qi * sr;
+        re[b] = qr * cr + qi * ci - pr * sr - pi * si;
+        im[b] = qi * cr - qr * ci - pi * sr + pr * si;
       }
-    });
+    }
     for (let i = lo; i <= hi; i++) { re[i * n + i] += mu[0]; im[i * n + i] += mu[1]; }
   }
   return found;
 }
 
 const cmul = (a, b) => [a[0] * b[0] - a[1] * b[1], a[0] * b[1] + a[1] * b[0]];
-const cadd = (a, b) => [a[0] + b[0], a[1] + b[1]];
-const csub = (a, b) => [a[0] - b[0], a[1] - b[1]];
-const conj = (a) => [a[0], -a[1]];
 function csqrt([x, y]) {
   const r = Math.hypot(x, y), s = Math.sqrt((r + Math.abs(x)) / 2);
   if (s === 0) return [0, 0];
@@ -240,20 +249,31 @@ function composition(F) {
     // as the later one, C and D^T (d, d_head) for each kind: Q: W_Q W_K^T, K: W_K W_Q^T, V: W_V W_O
     const later = (C, Dt) => ({ C, GC: gram(C, d, dK), GD: gram(Dt, d, dK) });
     return {
-      GA: gram(WV, d, dK), BBt: gram(outT, d, dK), WO, // the head as the earlier one: A = W_V, B = W_O
+      GA: gram(WV, d, dK), BBt: gram(outT, d, dK), // the head as the earlier one: A = W_V, B = W_O
       q: later(WQ, WK), k: later(WK, WQ), v: later(WV, outT),
     };
   }));
+  // B C of every pair of a layer's heads at once: the earlier layer's W_O stacked, (H d_head, d), times
+  // the later layer's C side by side, (d, H d_head): one (d, d) product, in the kernel, per layer pair
+  const stacked = (blocks) => { const S = new Float64Array(H * dK * d); blocks.forEach((X, h) => S.set(X, h * dK * d)); return S; }; // H (d_head, d) -> (H d_head, d)
+  const stackedO = layers.map((heads) => stacked(heads.map(({ WO }) => WO)));
   const scores = {};
   for (const kind of ["q", "k", "v"]) {
-    scores[kind] = Array.from({ length: L }, (_, l1) => Array.from({ length: H }, (_, h1) => Array.from({ length: L }, (_, l2) => Array.from({ length: H }, (_, h2) => {
-      if (l1 >= l2) return 0;
-      const a = parts[l1][h1], { C, GC, GD } = parts[l2][h2][kind];
-      const M = mm(a.WO, C, dK, d, dK); // B C
-      const MtGA = mm(transpose(M, dK, dK), a.GA, dK, dK, dK);
-      const both = trace(mm(MtGA, M, dK, dK, dK), GD);
-      return Math.sqrt(Math.max(0, both) / (trace(a.GA, a.BBt) * trace(GC, GD)));
-    }))));
+    scores[kind] = Array.from({ length: L }, () => Array.from({ length: H }, () => Array.from({ length: L }, () => new Array(H).fill(0))));
+    for (let l2 = 1; l2 < L; l2++) {
+      const CT = stacked(parts[l2].map((head) => transpose(head[kind].C, d, dK))); // (H d_head, d): each head's C^T
+      for (let l1 = 0; l1 < l2; l1++) {
+        const BC = matmul(stackedO[l1], CT, H * dK, d, H * dK); // (H d_head, H d_head): block (h1, h2) = B^h1 C^h2
+        for (let h1 = 0; h1 < H; h1++)
+          for (let h2 = 0; h2 < H; h2++) {
+            const a = parts[l1][h1], { GC, GD } = parts[l2][h2][kind];
+            const M = new Float64Array(dK * dK); // B C of this pair: (d_head, d_head)
+            for (let i = 0; i < dK; i++) M.set(BC.subarray((h1 * dK + i) * H * dK + h2 * dK, (h1 * dK + i) * H * dK + (h2 + 1) * dK), i * dK);
+            const both = trace(mm(mm(transpose(M, dK, dK), a.GA, dK, dK, dK), M, dK, dK, dK), GD); // tr(M^T G_A M G_D)
+            scores[kind][l1][h1][l2][h2] = Math.sqrt(Math.max(0, both) / (trace(a.GA, a.BBt) * trace(GC, GD)));
+          }
+      }
+    }
   }
   return scores;
 }

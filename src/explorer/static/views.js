@@ -1156,22 +1156,31 @@ function textLoss(result, ids) {
   return ids.length > 1 ? sum / (ids.length - 1) : null;
 }
 
-/** The in-context score on the page's probe (as scoreHeads computes it) with these heads taken out. */
+/** A promise of the in-context score on the probe (as scoreHeads computes it) with these heads taken
+ *  out, computed in slices of ~30 ms, a probe row at a time: the page stays responsive meanwhile. */
 function inContextWithout(spec) {
   const P = payload.heads, n = P.n, V = model.vocabSize;
-  let score = 0;
-  for (const ids of P.probe) {
-    const result = forward(model, ids, spec);
-    const CE = (t) => -Math.log(softmax(row(result.logits, t - 1, V))[ids[t]]);
-    let early = 0, late = 0;
-    for (let t = 1; t < n; t++) early += CE(t) / (n - 1);
-    for (let t = n + 1; t < 2 * n; t++) late += CE(t) / (n - 1);
-    score += (late - early) / P.probe.length;
-  }
-  return score;
+  let score = 0, b = 0;
+  return new Promise((resolve) => {
+    function next() {
+      const until = performance.now() + 30;
+      while (b < P.probe.length && performance.now() < until) {
+        const ids = P.probe[b++], result = forward(model, ids, spec);
+        const CE = (t) => -Math.log(softmax(row(result.logits, t - 1, V))[ids[t]]);
+        let early = 0, late = 0;
+        for (let t = 1; t < n; t++) early += CE(t) / (n - 1);
+        for (let t = n + 1; t < 2 * n; t++) late += CE(t) / (n - 1);
+        score += (late - early) / P.probe.length;
+      }
+      if (b < P.probe.length) setTimeout(next, 0);
+      else resolve(score);
+    }
+    setTimeout(next, 0);
+  });
 }
 
-let ablatedInContext = null; // the in-context score without the switched heads, kept until a switch changes
+// the in-context score without the switched heads: computed once per setting of the switches (`run`)
+let ablation = { run: 0, inContext: null, started: false };
 
 /** The switches, and what the model loses: the next character, the loss on the shown text, the in-context score. */
 function drawAblation() {
@@ -1195,15 +1204,23 @@ function drawAblation() {
   const probs = softmax(Float64Array.from(row(after.logits, T - 1, model.vocabSize)));
   const loss = textLoss(after, current.ids);
   const inContextBefore = headsNow ? headsNow.inContext : null;
-  if (removedHeads.size && ablatedInContext === null && payload.heads) ablatedInContext = inContextWithout(spec);
-  const inContext = removedHeads.size ? ablatedInContext : inContextBefore;
+  if (removedHeads.size && payload.heads && !ablation.started) {
+    ablation.started = true;
+    const run = ablation.run;
+    inContextWithout(spec).then((score) => {
+      if (ablation.run !== run) return; // the switches changed meanwhile
+      ablation.inContext = score;
+      request("ablate-section");
+    });
+  }
+  const inContext = removedHeads.size ? ablation.inContext : inContextBefore;
   const delta = (a, b) => (a === null || b === null ? "" : ` (${b - a >= 0 ? "+" : ""}${fmt(b - a)})`);
   const rowsOf = [
-    [`loss on the shown text (nats, its ${T - 1} predictions)`, lossBefore, loss],
-    ["in-context score on the probe (nats)", payload.heads ? inContextBefore : null, payload.heads ? inContext : null],
+    [`loss on the shown text (nats, its ${T - 1} predictions)`, lossBefore, loss, "–"],
+    ["in-context score on the probe (nats)", inContextBefore, inContext, payload.heads ? "scoring the probe…" : "no probe (window under 4)"],
   ];
   const summary = el("table", { class: "ablate-summary" }, el("tr", {}, ...["", "all heads", "without the switched heads"].map((x) => el("th", {}, x))),
-    ...rowsOf.map(([name, a, b]) => el("tr", {}, el("th", {}, name), el("td", {}, a === null ? "–" : fmt(a)), el("td", { class: "after" }, b === null ? "–" : fmt(b) + delta(a, b)))));
+    ...rowsOf.map(([name, a, b, missing]) => el("tr", {}, el("th", {}, name), el("td", {}, a === null ? missing : fmt(a)), el("td", { class: "after" }, b === null ? missing : fmt(b) + delta(a, b)))));
   const order = [...current.probs.keys()].sort((a, b) => Math.max(current.probs[b], probs[b]) - Math.max(current.probs[a], probs[a])).slice(0, 8);
   const next = el("table", { class: "ablate-next" }, el("tr", {}, ...["next", "all heads", "without"].map((x) => el("th", {}, x))),
     ...order.map((k) => el("tr", {}, el("td", { class: "mono" }, glyph(model.vocab[k])), el("td", {}, `${(100 * current.probs[k]).toFixed(1)}%`), el("td", { class: "after" }, `${(100 * probs[k]).toFixed(1)}%`))));
@@ -1215,7 +1232,7 @@ function switchHead(l, h, mode) {
   const key = `${l}.${h}`;
   if (mode === "on") removedHeads.delete(key);
   else removedHeads.set(key, { mode, mean: mode === "mean" ? meanContext(current.result, l, h) : null });
-  ablatedInContext = null;
+  ablation = { run: ablation.run + 1, inContext: null, started: false };
   drawView("ablate-section");
 }
 
