@@ -958,7 +958,10 @@ let circuitsShown = null; // what the view drew last: its step, head and maps (f
 let bigramNow = null; // the excerpt's bigram log-probabilities, (V, V)
 
 function finalCircuits() {
-  circuitsNow ??= circuits(model);
+  if (!circuitsNow) {
+    const start = performance.now();
+    circuitsNow = { ...circuits(model), ms: performance.now() - start };
+  }
   return circuitsNow;
 }
 
@@ -1064,7 +1067,7 @@ function drawCircuits() {
   for (let a = 0; a < L; a++) for (let b = 0; b < model.numHeads; b++) picker.append(el("option", { value: `${a}.${b}` }, `layer ${a}, head ${b}`));
   picker.value = `${l}.${h}`;
   picker.addEventListener("change", () => { state.jobHead = picker.value.split(".").map(Number); drawView("circuits-section"); request("job-section"); });
-  const parts = [el("div", { class: "controls" }, el("label", {}, "head ", picker), el("span", { id: "circuit-step" }, frame ? `step ${frame.step} (the time-lapse's slider, above)` : `this checkpoint (step ${payload.step}), computed in the page`))];
+  const parts = [el("div", { class: "controls" }, el("label", {}, "head ", picker), el("span", { id: "circuit-step" }, frame ? `step ${frame.step} (the time-lapse's slider, above)` : `this checkpoint (step ${payload.step}), computed in the page in ${finalCircuits().ms.toFixed(0)} ms`))];
   if (!c) {
     parts.push(el("p", { class: "hint" }, "This run's head_scores.json was written before the circuits were tracked: slide to the last position, this checkpoint, for its circuits."));
     return box.replaceChildren(...parts);
