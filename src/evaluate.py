@@ -1,7 +1,9 @@
 """`python -m src.evaluate ckpt_path=...`: exact loss, bpc, perplexity and accuracy of a checkpoint.
 
 By default it scores the whole val (and test) split, however long; `val_tokens=N` scores the
-first N characters of each, as training's data.val_tokens does.
+first N characters of each, as training's data.val_tokens does. `ablate=L0H2` (or a list,
+`ablate=[L0H2,L1H0]`) scores them again without those heads (src/model/ablation.py) and prints the
+loss with and without.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ import src.training.lightning_import  # noqa: F401  (first: Lightning without sc
 import lightning as L
 import torch
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig
+from omegaconf import DictConfig, ListConfig
 
 from src import rules
 from src.data.corpus import recorded_text
 from src.data.datamodule import TextDataModule
+from src.model.ablation import MODES, ablate, parse_heads
 from src.model.checks import setting
 from src.run.cli import command
 from src.run.config import CHECKPOINT, PATHS
@@ -38,9 +41,12 @@ class EvaluateSchema:
         None, "null = score the whole val (and test) split; N = only its first N characters"
     )
     device: str = setting("auto", "auto = a GPU when there is one, else cpu")
+    ablate: Any = setting(None, "heads to take out, L<layer>H<head> or a list [L0H2,L1H0]: loss with and without")
+    ablate_mode: str = setting("zero", "zero, or mean: each head's output its mean over the first val windows")
     paths: Any = setting(None, PATHS)
 
 
+MEAN_WINDOWS = 16  # ablate_mode=mean: the val windows each head's output is averaged over, as the head scores'
 ConfigStore.instance().store(name="evaluate_schema", node=EvaluateSchema)  # conf/evaluate.yaml names it
 
 
@@ -56,8 +62,14 @@ def run(cfg: DictConfig) -> dict[str, float]:
         rules.positive_int("batch_size", cfg.batch_size, "or null")
     if cfg.val_tokens is not None:
         rules.positive_int("val_tokens", cfg.val_tokens, "or null")
+    rules.choice("ablate_mode", cfg.ablate_mode, MODES)
     path = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir)
     lit = GPTModule.from_checkpoint(path)
+    heads = None
+    if cfg.ablate is not None:
+        listed = isinstance(cfg.ablate, ListConfig)  # ablate=[L0H2,L1H0]; anything else is one name
+        names = [str(name) for name in cfg.ablate] if listed else str(cfg.ablate)
+        heads = parse_heads(names, lit.model.num_layers, lit.model.cfg.num_heads)
     split = lit.hparams.get("data") or {}
     # This command's own keys, before the DataModule would name training's (data.val_tokens, data.path).
     rules.val_tokens(cfg.val_tokens, lit.model.context_window, key="val_tokens")
@@ -97,9 +109,19 @@ def run(cfg: DictConfig) -> dict[str, float]:
         use_distributed_sampler=False,
     )
     results: dict[str, float] = {}
-    for stage in [trainer.validate] + ([trainer.test] if "test" in datamodule.splits else []):
+    stages = [trainer.validate] + ([trainer.test] if "test" in datamodule.splits else [])
+    for stage in stages:
         stage(lit, datamodule=datamodule, verbose=False)
         results.update({k: float(v) for k, v in trainer.callback_metrics.items()})
+    if heads is not None:
+        T = lit.model.context_window
+        windows = max(1, min(MEAN_WINDOWS, len(datamodule.splits["val"]) // T))
+        mean_over = torch.as_tensor(datamodule.splits["val"][: windows * T].astype("int64")).view(windows, T)
+        lit.eval()
+        with ablate(lit.model, heads, cfg.ablate_mode, mean_over.to(lit.device)):
+            for stage in stages:
+                stage(lit, datamodule=datamodule, verbose=False)
+                results.update({f"{k}_ablated": float(v) for k, v in trainer.callback_metrics.items()})
     print(f"{lit.hparams.model['kind']} after {lit.trained_steps} steps")
     for s in ("val", "test"):
         if s in datamodule.splits:
@@ -112,6 +134,12 @@ def run(cfg: DictConfig) -> dict[str, float]:
                 f"{s:<6} {results[f'{s}/loss']:>8.4f} {results[f'{s}/bpc']:>7.3f} "
                 f"{results[f'{s}/ppl']:>7.2f} {results[f'{s}/acc']:>7.3f}"
             )
+    if heads is not None:
+        names = ", ".join(f"L{layer}H{head}" for layer, head in heads)
+        for s in ("val", "test"):
+            if f"{s}/loss_ablated" in results:
+                before, after = results[f"{s}/loss"], results[f"{s}/loss_ablated"]
+                print(f"{s} without {names} ({cfg.ablate_mode} ablation): loss {after:.4f} ({after - before:+.4f})")
     return results
 
 

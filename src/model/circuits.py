@@ -189,20 +189,33 @@ def _rms_normed(x: Tensor, gain: Tensor, eps: float) -> Tensor:
 
 def _scores(f: Folded, X: Tensor) -> Tensor:
     """The QK pattern of inputs X (n, d) against themselves for every head: (L, h, n, n), / sqrt(d_head)."""
-    q = X @ f.W_Q  # (L, h, n, d_head)
-    k = X @ f.W_K
-    if f.q_gain is not None:  # qk_norm: each input's q and k normalised, as the forward does
-        q = _rms_normed(q, f.q_gain[:, None, None, :], f.qk_eps)
-        k = _rms_normed(k, f.k_gain[:, None, None, :], f.qk_eps)
-    return q @ k.transpose(-2, -1) / math.sqrt(f.d_head)
+    q, k = _qk_factors(f, X)
+    return q @ k.transpose(-2, -1)
 
 
 def _ov(f: Folded) -> Tensor:
-    """Every head's OV circuit, (L, h, V, V): (W_E W_V^h (+ E_V^h)) W_O^h W_U."""
+    """Every head's OV circuit, (L, h, V, V)."""
+    values, out = _ov_factors(f)
+    return values @ out
+
+
+def _qk_factors(f: Folded, X: Tensor) -> tuple[Tensor, Tensor]:
+    """Every head's queries and keys of inputs X (n, d) as (q / sqrt(d_head), k), (L, h, n, d_head) each:
+    the QK pattern of X against itself is their product q k^T / sqrt(d_head)."""
+    q, k = X @ f.W_Q, X @ f.W_K  # (L, h, n, d_head)
+    if f.q_gain is not None:  # qk_norm: each input's q and k normalised, as the forward does
+        q = _rms_normed(q, f.q_gain[:, None, None, :], f.qk_eps)
+        k = _rms_normed(k, f.k_gain[:, None, None, :], f.qk_eps)
+    return q / math.sqrt(f.d_head), k
+
+
+def _ov_factors(f: Folded) -> tuple[Tensor, Tensor]:
+    """Every head's OV circuit as (values, out), (L, h, V, d_head) and (L, h, d_head, V): the circuit is
+    values @ out = (W_E W_V^h (+ E_V^h)) (W_O^h W_U)."""
     values = f.W_E @ f.W_V  # (L, h, V, d_head)
     if f.E_V is not None:
         values = values + f.E_V
-    return values @ f.W_O @ f.W_U
+    return values, f.W_O @ f.W_U
 
 
 def _positional(f: Folded) -> Tensor | None:
@@ -251,9 +264,11 @@ def positivity(M: Tensor) -> float:
     return float(eigenvalues.sum().real / magnitude) if magnitude > 0 else 0.0
 
 
-def _positivities(M: Tensor) -> Tensor:
-    """positivity() of each matrix of a batch (..., n, n) -> (...)."""
-    eigenvalues = torch.linalg.eigvals(M)
+def _positivities(left: Tensor, right: Tensor) -> Tensor:
+    """positivity() of each product left @ right of a batch, left (..., n, r), right (..., r, n) -> (...), from
+    the eigenvalues of right @ left (r x r): AB and BA have the same nonzero eigenvalues, and r = d_head
+    is under half of V = 65, so this is the cheaper of the two."""
+    eigenvalues = torch.linalg.eigvals(right @ left)
     magnitude = eigenvalues.abs().sum(dim=-1)
     return torch.where(magnitude > 0, eigenvalues.sum(dim=-1).real / magnitude.clamp_min(1e-300), 0.0)
 
@@ -277,16 +292,15 @@ def correlation(a: Tensor, b: Tensor) -> float:
 
 def _factored_norms(A1: Tensor, A2: Tensor, B1: Tensor, B2: Tensor) -> Tensor:
     """||A B||_F / (||A||_F ||B||_F) for A = A1 A2 of every head (l1, h1) and B = B1 B2 of every head (l2, h2):
-    A1 (L, h, d, r), A2 (L, h, r, d), B1 (L, h, d, r), B2 (L, h, r, d) -> (L, h, L, h). Through r x r
-    matrices only: ||A1 N B2||^2 = sum (G N) * (N C), N = A2 B1, G = A1^T A1, C = B2 B2^T."""
-    G = A1.transpose(-2, -1) @ A1  # (L, h, r, r)
-    C = B2 @ B2.transpose(-2, -1)  # (L, h, r, r)
-    N = torch.einsum("abij,cdjk->abcdik", A2, B1)  # (L, h, L, h, r, r)
-    GN = torch.einsum("abij,abcdjk->abcdik", G, N)
-    NC = torch.einsum("abcdij,cdjk->abcdik", N, C)
-    product = (GN * NC).sum(dim=(-2, -1)).clamp_min(0).sqrt()
-    norm_A = (G * (A2 @ A2.transpose(-2, -1))).sum(dim=(-2, -1)).clamp_min(0).sqrt()  # (L, h)
-    norm_B = ((B1.transpose(-2, -1) @ B1) * C).sum(dim=(-2, -1)).clamp_min(0).sqrt()
+    A1 (L, h, d, r), A2 (L, h, r, d), B1 (L, h, d, r), B2 (L, h, r, d) -> (L, h, L, h), in one matmul.
+    With A1 = Q R and B2^T = Q' R' (QR), ||A1 M B2||_F = ||R M R'^T||_F (Q, Q' keep norms), so every pair's
+    product is a block of X Y, X = R A2 stacked over (l1, h1) (L h r, d), Y = B1 R'^T side by side (d, L h r)."""
+    L, h, r, d = A2.shape
+    X = torch.linalg.qr(A1, mode="r").R @ A2  # (L, h, r, d)
+    Y = B1 @ torch.linalg.qr(B2.transpose(-2, -1), mode="r").R.transpose(-2, -1)  # (L, h, d, r)
+    blocks = X.reshape(L * h * r, d) @ Y.permute(2, 0, 1, 3).reshape(d, L * h * r)  # (L h r, L h r)
+    product = blocks.view(L, h, r, L, h, r).square().sum(dim=(2, 5)).sqrt()  # (L, h, L, h)
+    norm_A, norm_B = X.square().sum(dim=(-2, -1)).sqrt(), Y.square().sum(dim=(-2, -1)).sqrt()  # (L, h)
     return product / (norm_A[:, :, None, None] * norm_B[None, None]).clamp_min(1e-300)
 
 
@@ -322,7 +336,8 @@ def circuits(model: nn.Module, bigrams: Tensor | None = None) -> dict[str, Any]:
     """
     with torch.no_grad():
         f = folded_weights(model)
-        qk, ov = _scores(f, f.W_E), _ov(f)
+        (q, k), (values, out) = _qk_factors(f, f.W_E), _ov_factors(f)
+        qk, ov = q @ k.transpose(-2, -1), values @ out
         direct = f.W_E @ f.W_U if f.residual else None
         positional = _positional(f)
         result: dict[str, Any] = {
@@ -330,7 +345,10 @@ def circuits(model: nn.Module, bigrams: Tensor | None = None) -> dict[str, Any]:
             "qk": qk.float(),
             "ov": ov.float(),
             "positional": None if positional is None else positional.float(),
-            "positivity": {"qk": _positivities(qk).float(), "ov": _positivities(ov).float()},
+            "positivity": {
+                "qk": _positivities(q, k.transpose(-2, -1)).float(),
+                "ov": _positivities(values, out).float(),
+            },
             "composition": _composition(f),
             "smear": None if f.smear is None else f.smear.float(),
             "direct_correlation": None,

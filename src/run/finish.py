@@ -70,7 +70,9 @@ def write_result(cfg: DictConfig, trainer: Any, lit: Any, started: float) -> Non
         return
     best = validated_loss(lit)
     speed = next((c.overall for c in trainer.callbacks if isinstance(c, Throughput)), None)
-    heads = next((c.summary() for c in trainer.callbacks if isinstance(c, TrackHeads)), None)
+    tracker = next((c for c in trainer.callbacks if isinstance(c, TrackHeads)), None)
+    heads = tracker.summary() if tracker is not None else None
+    ablation = tracker.ablate_each_head(lit.model) if heads is not None else None
     record.write_result(
         cfg.paths.output_dir,
         {
@@ -84,6 +86,7 @@ def write_result(cfg: DictConfig, trainer: Any, lit: Any, started: float) -> Non
             "wall_seconds": time.time() - started,
             "best_checkpoint": best_checkpoint(trainer),
             "heads": heads,  # the last validation's head scores (src/training/heads.py), or None
+            "ablation": ablation,  # the val loss rise without each head at the end (src/model/ablation.py), or None
         },
     )
 
@@ -99,9 +102,10 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, starte
         log.info(f"fast_dev_run: val loss {best:.4f} over one batch; no checkpoint is written in this mode")
     elif validated:
         log.info(f"best val loss {best:.4f} -> {best_path}")
-    heads = next((c.became_line() for c in trainer.callbacks if isinstance(c, TrackHeads)), None)
-    if heads:
-        log.info(heads)
+    tracker = next((c for c in trainer.callbacks if isinstance(c, TrackHeads)), None)
+    for line in (tracker.became_line(), tracker.ablation_line()) if tracker is not None else ():
+        if line:
+            log.info(line)
     # What follows runs once, after training: its modules are imported here, not while the run starts.
     from src.model.generation import sample_text
     from src.training.checkpoint import load_trained

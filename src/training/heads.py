@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from src.data.corpus import write_atomically
+from src.model.ablation import ablation_table
 from src.model.circuits import bigram_log_probs, circuits
 from src.model.head_scores import KINDS, MEASURES, THRESHOLD, HeadScores, measure_heads, repeated_probe
 from src.rules import ConfigError, non_negative_int, of_type, positive_int, sample_fits, sampling
@@ -25,16 +26,17 @@ from src.training.tensorboard import ATTENTION_TAG, TensorBoard
 FORMAT = "scratchgpt head scores 1"
 SCORE_TAG = "score_{measure}/L{layer}H{head}"
 IN_CONTEXT_TAG = "score_in_context/{on}"
-COPYING_TAG = "circuit_ov_positivity/L{layer}H{head}"  # each head's OV eigenvalue positivity: +1 copies
-K_COMPOSITION_TAG = "circuit_k_composition/max"  # the largest K-composition of any pair of heads
-DIRECT_TAG = "circuit_direct/bigram_correlation"
+# The circuits' scalars, in the run's own events (not a run per head); their group sorts after "loss".
+COPYING_TAG = "weight_circuits/ov_positivity_L{layer}H{head}"  # each head's OV eigenvalue positivity: +1 copies
+K_COMPOSITION_TAG = "weight_circuits/k_composition_max"  # the largest K-composition of any pair of heads
+DIRECT_TAG = "weight_circuits/direct_bigram_correlation"
 # The CUSTOM SCALARS tab: one chart per measure, a line per head; the circuits' charts beside them.
 LAYOUT = {
     "head scores": {measure: ["Multiline", [rf"^score_{measure}/"]] for measure in MEASURES},
     "circuits": {
-        "OV copying (positivity)": ["Multiline", [r"^circuit_ov_positivity/"]],
-        "largest K-composition": ["Multiline", [r"^circuit_k_composition/"]],
-        "direct path vs bigrams": ["Multiline", [r"^circuit_direct/"]],
+        "OV copying (positivity)": ["Multiline", [r"^weight_circuits/ov_positivity_"]],
+        "largest K-composition": ["Multiline", [r"^weight_circuits/k_composition_"]],
+        "direct path vs bigrams": ["Multiline", [r"^weight_circuits/direct_"]],
     },
 }
 GLANCE_TAG = "maps/heads_at_a_glance"
@@ -49,30 +51,27 @@ def thousandths(A: Tensor) -> list[list[list[list[int]]]]:
     ]
 
 
-def scaled_map(M: Tensor) -> tuple[list[list[int]], float]:
-    """A circuit as integers -1000..1000, thousandths of its largest |value|, and that value."""
-    scale = float(M.abs().max())
-    return (M / scale * 1000).round().int().tolist() if scale > 0 else M.int().tolist(), scale
+def scaled_maps(M: Tensor) -> tuple[list, list]:
+    """Circuits (..., n, n) as integers -1000..1000, thousandths of each map's largest |value|, and those values
+    (...): one rounding and one tolist for all of them."""
+    scale = M.abs().amax(dim=(-2, -1))
+    thousandths = (M / scale.clamp_min(1e-30)[..., None, None] * 1000).round().int()
+    return thousandths.tolist(), scale.tolist()
 
 
 def circuits_snapshot(result: dict[str, Any]) -> dict[str, Any]:
     """head_scores.json's "circuits" of a snapshot (src.model.circuits.circuits, docs/heads.md)."""
-    qk = [[scaled_map(M) for M in layer] for layer in result["qk"]]
-    ov = [[scaled_map(M) for M in layer] for layer in result["ov"]]
-    direct = scaled_map(result["direct"]) if result["direct"] is not None else (None, None)
+    (qk, qk_scale), (ov, ov_scale) = scaled_maps(result["qk"]), scaled_maps(result["ov"])
+    direct, direct_scale = scaled_maps(result["direct"]) if result["direct"] is not None else (None, None)
     return {
         "positivity": {key: value.tolist() for key, value in result["positivity"].items()},
         "composition": {key: value.tolist() for key, value in result["composition"].items()},
         "direct_correlation": result["direct_correlation"],
         "maps": {
-            "qk": [[m for m, _ in layer] for layer in qk],
-            "ov": [[m for m, _ in layer] for layer in ov],
-            "direct": direct[0],
-            "scale": {
-                "qk": [[scale for _, scale in layer] for layer in qk],
-                "ov": [[scale for _, scale in layer] for layer in ov],
-                "direct": direct[1],
-            },
+            "qk": qk,
+            "ov": ov,
+            "direct": direct,
+            "scale": {"qk": qk_scale, "ov": ov_scale, "direct": direct_scale},
         },
     }
 
@@ -194,9 +193,9 @@ class AttentionMaps(L.Callback):
 
 
 class TrackHeads(L.Callback):
-    """Scores every head at each validation: TensorBoard's scalars and image, head_scores.json, and
-    result.json's "heads" (summary()). prompt: the explorer page's opening text, whose maps each
-    snapshot keeps."""
+    """Scores every head and reads its circuits (src/model/circuits.py) at each validation: TensorBoard's
+    scalars and image, head_scores.json, and result.json's "heads" (summary()) and "ablation". prompt: the
+    explorer page's opening text, whose maps each snapshot keeps."""
 
     def __init__(self, prompt: str, path: str | Path, probe_batch: int = 16, text_windows: int = 16, seed: int = 0):
         positive_int("callbacks.head_scores.probe_batch", probe_batch)
@@ -212,8 +211,10 @@ class TrackHeads(L.Callback):
         self.text: Tensor | None = None
         self.bigrams: Tensor | None = None  # the training text's log p(next | current), for the direct path
         self.snapshots: list[dict[str, Any]] = []
+        self.encoded: dict[int, str] = {}  # step -> its snapshot's JSON, encoded once (a snapshot never changes)
         self.last: HeadScores | None = None
         self.last_circuits: dict[str, Any] | None = None
+        self.ablation: dict[str, Any] | None = None  # result.json's "ablation": each head's val loss rise
         self.figure = None
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
@@ -246,7 +247,8 @@ class TrackHeads(L.Callback):
         model, device = pl_module.model, pl_module.device
         text = self.text.to(device) if self.text is not None else None
         result = score_heads_now(model, self.probe.to(device), text)
-        found = circuits(model, self.bigrams)
+        with evaluating(model, device):  # one thread, as the scores
+            found = circuits(model, self.bigrams)
         self.last, self.last_circuits = result, found
         metrics = {
             SCORE_TAG.format(measure=measure, layer=layer, head=head): value
@@ -288,10 +290,14 @@ class TrackHeads(L.Callback):
             "heads": heads,
             "probe": {"n": len(probe) // 2, "tokens": probe, "text": tokenizer.decode(probe)},
             "prompt": {"tokens": prompt_ids.tolist(), "text": prompt},
-            "snapshots": self.snapshots,
+            "snapshots": [],  # joined in below
         }
-        # json.dumps, not json.dump: dumps uses json's C encoder (docs/heads.md, "What it costs").
-        write_atomically(self.path, json.dumps(content, separators=(",", ":")))
+        # json.dumps, not json.dump: dumps uses json's C encoder (docs/heads.md, "What it costs"). Each
+        # snapshot is encoded once, at its validation: the file is the header and the snapshots joined.
+        self.encoded[step] = json.dumps(self.snapshots[-1], separators=(",", ":"))
+        snapshots = [self.encoded.setdefault(s["step"], json.dumps(s, separators=(",", ":"))) for s in self.snapshots]
+        header = json.dumps(content, separators=(",", ":"))
+        write_atomically(self.path, header[: -len("[]}")] + "[" + ",".join(snapshots) + "]}")
 
     def draw_glance(self, trainer: L.Trainer, result: HeadScores) -> None:
         loggers = media_loggers(trainer)
@@ -305,6 +311,31 @@ class TrackHeads(L.Callback):
         image = self.figure.render(result, f"heads at step {trainer.global_step}")
         for logger in loggers:
             logger.log_picture(GLANCE_TAG, image, trainer.global_step)
+
+    def ablate_each_head(self, model: torch.nn.Module) -> dict[str, Any] | None:
+        """result.json's "ablation": the loss on the validation windows the in-context score reads, and how
+        much it rises with each head zero-ablated alone (src/model/ablation.py). None without those windows."""
+        if self.text is None:
+            return None
+        device = next(model.parameters()).device
+        with evaluating(model, device):
+            self.ablation = ablation_table(model, self.text.to(device))
+        return self.ablation
+
+    def ablation_line(self, shown: int = 6) -> str | None:
+        """The run's closing line on what each head is worth: the largest rises first."""
+        if self.ablation is None:
+            return None
+        rises = [
+            (r, f"L{layer}H{head}") for layer, row in enumerate(self.ablation["rise"]) for head, r in enumerate(row)
+        ]
+        rises.sort(reverse=True)
+        listed = ", ".join(f"{name} {rise:+.3f}" for rise, name in rises[:shown])
+        more = f", and {len(rises) - shown} more" if len(rises) > shown else ""
+        return (
+            f"val loss {self.ablation['loss']:.4f} on {self.ablation['windows']} windows rises without each head "
+            f"(zero ablation): {listed}{more} (result.json's ablation)"
+        )
 
     def became(self) -> list[dict[str, Any]]:
         """Each head that became a kind, with the first validation at which it was one, earliest first."""

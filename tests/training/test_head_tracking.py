@@ -8,6 +8,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from src.data.datamodule import split_lengths
+from src.model.ablation import ablation_table
 from src.model.circuits import bigram_log_probs, circuits
 from src.model.head_scores import MEASURES, measure_heads, repeated_probe
 from src.run.cli import compose
@@ -86,22 +87,29 @@ def test_every_validation_scores_every_head_and_the_last_snapshot_equals_the_che
     ov = torch.tensor(stored["positivity"]["ov"])
     assert result["most_copying_positivity"] == pytest.approx(float(ov.max()))
     assert result["direct_correlation"] == stored["direct_correlation"]
+    # result.json's ablation: the final model's val loss on the text windows, and its rise without each head.
+    ablation = json.loads((run / "result.json").read_text())["ablation"]
+    T, text = trained.model.context_window, shakespeare_file().read_text(encoding="utf-8")
+    n_train = split_lengths(len(text), 0.02, 0.0)["train"]
+    windows = trained.tokenizer.encode(text[n_train : n_train + 16 * T]).view(16, T)  # TrackHeads' text windows
+    assert ablation == {**ablation_table(trained.model.eval(), windows), "loss": pytest.approx(ablation["loss"])}
+    assert len(ablation["rise"]) == layers and len(ablation["rise"][0]) == heads
 
     logged = scalars(run)
     assert [step for step, _ in logged["score_in_context/repeats"]] == [0, 20, 40]
     assert not any(tag.startswith("loss/in_context") for tag in logged)  # the loss group: train, val, best
     # The circuits' charts: tags of the run's own TensorBoard run, not runs of their own.
-    copying = logged[f"circuit_ov_positivity/L{layers - 1}H{heads - 1}"]
+    copying = logged[f"weight_circuits/ov_positivity_L{layers - 1}H{heads - 1}"]
     assert [step for step, _ in copying] == [0, 20, 40] and copying[-1][1] == pytest.approx(ov[-1, -1].item())
     if kind == "gpt":
         K = torch.tensor(stored["composition"]["k"])
-        assert logged["circuit_k_composition/max"][-1][1] == pytest.approx(K.max().item())
+        assert logged["weight_circuits/k_composition_max"][-1][1] == pytest.approx(K.max().item())
         assert (
             result["max_k_composition"] == pytest.approx(K.max().item()) and "->L1H" in result["max_k_composition_pair"]
         )
-        assert logged["circuit_direct/bigram_correlation"][-1][1] == pytest.approx(stored["direct_correlation"])
+        assert logged["weight_circuits/direct_bigram_correlation"][-1][1] == pytest.approx(stored["direct_correlation"])
     else:  # one layer: nothing to compose
-        assert "circuit_k_composition/max" not in logged and result["max_k_composition"] is None
+        assert "weight_circuits/k_composition_max" not in logged and result["max_k_composition"] is None
     # A run per head (TensorBoard's colour per run), the layer in the tag (src/training/tensorboard.py)
     runs = sorted(p.name for p in (run / "tensorboard").iterdir() if p.is_dir())
     assert runs == ["best", *(f"head_{h}" for h in range(heads)), "val"]  # beside the val and best val loss's runs
@@ -181,3 +189,15 @@ def test_the_run_says_when_each_head_first_became_a_kind(tmp_path):
     )
     track.snapshots = track.snapshots[:1]
     assert track.became() == [] and track.became_line() is None
+
+
+def test_the_run_ends_saying_how_much_each_head_is_worth():
+    from src.training.heads import TrackHeads
+
+    track = TrackHeads(prompt="To be", path="head_scores.json")
+    assert track.ablation_line() is None  # no windows, no table
+    track.ablation = {"loss": 1.5, "rise": [[0.01, 0.5], [-0.002, 0.2]], "mode": "zero", "windows": 16}
+    assert track.ablation_line(shown=3) == (
+        "val loss 1.5000 on 16 windows rises without each head (zero ablation): L0H1 +0.500, L1H1 +0.200, "
+        "L0H0 +0.010, and 1 more (result.json's ablation)"
+    )
