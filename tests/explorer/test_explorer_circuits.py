@@ -3,12 +3,14 @@ off changes the loss exactly as a PyTorch forward pass without that head does.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
 import torch
 
 from src.explorer.page import write_explorer
+from src.model.ablation import ablate, window_loss
 from src.model.circuits import circuits
 from src.model.head_scores import measure_heads, repeated_probe
 from src.training.checkpoint import load_trained
@@ -88,44 +90,17 @@ def test_the_pages_circuits_equal_pythons_for_every_kind_and_option(tmp_path, br
 
 
 def loss_without(model, text: str, heads: list[tuple[int, int, str]]) -> float:
-    """The mean loss of `text`'s predictions by PyTorch with these heads taken out by hand: each head's
-    columns of the concatenated context, before W_O, set to zero or to their mean over the positions
-    of the whole model's forward pass (the mean the page keeps when a head is switched to it)."""
+    """The mean loss of `text`'s predictions by PyTorch with these heads taken out (src/model/ablation.py):
+    mean-ablated heads get their mean over the window's positions in the whole model, as the page takes it
+    (so their `ablate` is entered first), then the zero-ablated ones are zeroed."""
     ids = torch.tensor([[VOCAB.index(ch) for ch in text]])
-    dk = model.cfg.embedding_dim // model.cfg.num_heads
-    clean = {}  # layer -> the concatenated context (1, T, d) of the whole model
-    kept = {block.attention: block.attention.project_out for block in model.blocks}
-
-    def catch(layer):
-        def project_out(context):
-            clean[layer] = context
-            return kept[model.blocks[layer].attention](context)
-
-        return project_out
-
-    def replace(layer):
-        def project_out(context):
-            context = context.clone()
-            for at, h, mode in heads:
-                cols = slice(h * dk, (h + 1) * dk)
-                if at == layer:
-                    context[..., cols] = 0 if mode == "zero" else clean[at][..., cols].mean(dim=-2, keepdim=True)
-            return kept[model.blocks[layer].attention](context)
-
-        return project_out
-
-    try:
-        with torch.no_grad():
-            for n, block in enumerate(model.blocks):
-                block.attention.project_out = catch(n)
-            model(ids)
-            for n, block in enumerate(model.blocks):
-                block.attention.project_out = replace(n)
-            logits, _ = model(ids)
-    finally:
-        for att, original in kept.items():
-            att.project_out = original
-    return torch.nn.functional.cross_entropy(logits[0, :-1], ids[0, 1:]).item()
+    by_mode = {mode: [(layer, head) for layer, head, m in heads if m == mode] for mode in ("mean", "zero")}
+    with contextlib.ExitStack() as taken:
+        if by_mode["mean"]:
+            taken.enter_context(ablate(model, by_mode["mean"], "mean", mean_over=ids))
+        if by_mode["zero"]:
+            taken.enter_context(ablate(model, by_mode["zero"]))
+        return window_loss(model, ids)
 
 
 def test_a_head_switched_off_in_the_page_loses_what_pytorch_loses_without_it(gpt):
@@ -143,17 +118,12 @@ def test_a_head_switched_off_in_the_page_loses_what_pytorch_loses_without_it(gpt
     page.select_option("#ablate select[data-head='1.2']", "zero")
     expected = loss_without(model, window, [(1, 2, "zero")])
     assert f"{expected:.3f}" in page.inner_text("#ablate .ablate-summary tr:nth-child(2) td.after")
-    # The in-context score on the probe, scored in the background, is PyTorch's with W_O's rows of the head at 0.
+    # The in-context score on the probe, scored in the background, is PyTorch's without the head.
     in_context = "#ablate .ablate-summary tr:nth-child(3) td.after"
     show(page, "ablate-section")  # in sight again (the views above it may have grown as they were drawn)
     page.wait_for_function("(cell) => !document.querySelector(cell).textContent.includes('scoring')", arg=in_context)
-    dk = GPT["embedding_dim"] // GPT["num_heads"]
-    W_O = model.blocks[1].attention.W_O
-    kept = W_O.detach().clone()
-    with torch.no_grad():
-        W_O[2 * dk : 3 * dk] = 0
+    with ablate(model, [(1, 2)]):
         without = measure_heads(model, repeated_probe(len(VOCAB), GPT["context_window"])).in_context
-        W_O.copy_(kept)
     assert f"{without:.3f}" in page.inner_text(in_context)
 
 
