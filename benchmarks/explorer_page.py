@@ -165,6 +165,8 @@ def screenshots(browser, page_file: Path, out: Path) -> list[Path]:
             if name == "take-a-head-out":
                 show(page, "ablate-section")
                 page.select_option(f"#ablate select[data-head='{head[0]}.{head[1]}']", "zero")
+                show(page, "ablate-section")  # the probe scored without the head, in the background
+                page.wait_for_function("() => !document.getElementById('ablate').textContent.includes('scoring')")
             if selector == "main":
                 page.evaluate("window.scrollTo(0, 0)")
                 box = page.locator("#write-section" if width == 420 else "#next-section").bounding_box()
