@@ -14,7 +14,7 @@ default model and for the largest preset (`experiment=nanogpt_gpu`, stored as fl
 
 `--ckpt <run dir or .ckpt>` uses a trained checkpoint for the default model (else one with the
 untrained weights of the default config: the times do not depend on the weights, the float16
-error does). `--screenshots DIR` writes one PNG per view of that page instead (and four at 420 px).
+error does). `--screenshots DIR` writes one PNG per view of that page instead (and five at 420 px).
 """
 
 from __future__ import annotations
@@ -121,8 +121,9 @@ def measure(browser, page_file: Path, checkpoint: Path, text: str, rounds: int, 
 
 def screenshots(browser, page_file: Path, out: Path) -> list[Path]:
     """One PNG per view, as a user sees it: a prompt typed, a query pinned, a character hovered, two
-    characters sampled; then the top of the page, the block view, the heads' grid and the failures on a
-    420 px wide screen."""
+    characters sampled, the head of the largest OV positivity chosen for its circuits and switched off;
+    then the top of the page, the block view, the heads' grid, the failures and the circuits on a 420 px
+    wide screen."""
     out.mkdir(parents=True, exist_ok=True)
     shots = []
     for width in (1280, 420):
@@ -145,6 +146,8 @@ def screenshots(browser, page_file: Path, out: Path) -> list[Path]:
             ("heads-side-by-side", "#heads-section"),
             ("qkv", "#qkv-section"),
             ("what-each-head-does", "#job-section"),
+            ("circuits", "#circuits-section"),
+            ("take-a-head-out", "#ablate-section"),
             ("lens", "#lens-section"),
             ("failures", "#fail-section"),
             ("about", "#about-section"),
@@ -155,11 +158,22 @@ def screenshots(browser, page_file: Path, out: Path) -> list[Path]:
                 ("phone-block", "#block-section"),
                 ("phone-heads", "#job-section"),
                 ("phone-failures", "#fail-section"),
+                ("phone-circuits", "#circuits-section"),
             ]
+        ov = page.evaluate("window.scratchgpt.circuits().positivity.ov")
+        head = max(((layer, h) for layer in range(len(ov)) for h in range(len(ov[0]))), key=lambda p: ov[p[0]][p[1]])
         for name, selector in views:
             path = out / f"{name}.png"
             if name.endswith("failures"):
                 page.hover("#fail-text .ch >> nth=120")
+            if name.endswith("circuits"):
+                show(page, "circuits-section")
+                page.select_option("#circuit-head", f"{head[0]}.{head[1]}")
+            if name == "take-a-head-out":
+                show(page, "ablate-section")
+                page.select_option(f"#ablate select[data-head='{head[0]}.{head[1]}']", "zero")
+                show(page, "ablate-section")  # the probe scored without the head, in the background
+                page.wait_for_function("() => !document.getElementById('ablate').textContent.includes('scoring')")
             if selector == "main":
                 page.evaluate("window.scrollTo(0, 0)")
                 box = page.locator("#write-section" if width == 420 else "#next-section").bounding_box()

@@ -12,7 +12,7 @@ from src.explorer.payload import excerpt_of, page_payload
 from src.training.checkpoint import Trained, load_trained
 
 STATIC = Path(__file__).parent / "static"
-SCRIPTS = ("kernel.js", "model.js", "sampling.js", "views.js")  # in order: each uses those before it
+SCRIPTS = ("kernel.js", "model.js", "circuits.js", "sampling.js", "views.js")  # in order: each uses those before it
 
 
 def render(payload: dict[str, Any]) -> str:

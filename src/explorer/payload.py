@@ -162,17 +162,28 @@ def head_payload(vocab_size: int, context_window: int, run_dir: Path) -> dict[st
     }
 
 
+def snapshot_maps(snapshot: dict[str, Any]) -> list[Any]:
+    """A snapshot's maps: its attention maps and its circuits' (V x V tables, most of a snapshot's bytes)."""
+    return [snapshot.get("maps"), (snapshot.get("circuits") or {}).get("maps")]
+
+
+def without_maps(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """The snapshot with "maps": null, and its circuits' too; its scores, positivity and composition kept."""
+    circuits = snapshot.get("circuits")
+    return {**snapshot, "maps": None, **({"circuits": {**circuits, "maps": None}} if circuits else {})}
+
+
 def thin_maps(snapshots: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
-    """Every snapshot's scores; the maps of the last, the first and evenly spaced ones between, as many
-    as fit in `budget` bytes of JSON (none for a model whose maps of one step alone exceed it). A
-    snapshot whose maps were left out has "maps": null."""
-    size = max(len(json.dumps(s.get("maps"), separators=(",", ":"))) for s in snapshots)
+    """Every snapshot's scores; the maps (attention and circuits) of the last, the first and evenly spaced
+    ones between, as many as fit in `budget` bytes of JSON (none for a model whose maps of one step alone
+    exceed it). A snapshot whose maps were left out has "maps": null, and so have its circuits."""
+    size = max(len(json.dumps(snapshot_maps(s), separators=(",", ":"))) for s in snapshots)
     keep = budget // max(size, 1)
     if keep >= len(snapshots):
         return snapshots
     last = len(snapshots) - 1
     chosen = {last} if keep == 1 else {round(k * last / (keep - 1)) for k in range(keep)} if keep > 1 else set()
-    return [s if k in chosen else {**s, "maps": None} for k, s in enumerate(snapshots)]
+    return [s if k in chosen else without_maps(s) for k, s in enumerate(snapshots)]
 
 
 def page_payload(

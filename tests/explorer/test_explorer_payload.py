@@ -21,6 +21,17 @@ def test_maps_are_thinned_to_the_budget_and_every_score_kept():
         assert sum(len(json.dumps(s["maps"])) for s in thinned if s["maps"]) <= budget
 
 
+def test_the_circuits_maps_count_in_the_budget_and_leave_with_their_snapshots_maps():
+    with_circuits = [
+        {**s, "circuits": {"positivity": {"ov": [[0.1 * k]]}, "maps": {"qk": "y" * 900}}}
+        for k, s in enumerate(snapshots(5, 100))
+    ]
+    thinned = thin_maps(with_circuits, 2 * 1100)  # two snapshots' maps, the circuits' included
+    assert [k for k, s in enumerate(thinned) if s["circuits"]["maps"] is not None] == [0, 4]
+    assert [k for k, s in enumerate(thinned) if s["maps"] is not None] == [0, 4]
+    assert [s["circuits"]["positivity"]["ov"][0][0] for s in thinned] == [0.1 * k for k in range(5)]
+
+
 def test_the_title_names_the_runs_date():
     assert run_title(Path("outputs/2026-11-24/23-28-30")) == "2026-11-24 23-28-30"
     assert run_title(Path("outputs/multirun/2026-11-24/23-28-30/3")) == "2026-11-24 23-28-30 job 3"

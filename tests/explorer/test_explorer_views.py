@@ -139,7 +139,9 @@ def test_play_keeps_its_button_in_place_and_the_strip_to_the_window(gpt_page):
 
 
 # The sections whose views a keystroke draws only when they are in sight.
-VIEW_SECTIONS = [f"{name}-section" for name in ("embed", "block", "attention", "heads", "qkv", "job", "lens")]
+VIEW_SECTIONS = [
+    f"{name}-section" for name in ("embed", "block", "attention", "heads", "qkv", "job", "circuits", "ablate", "lens")
+]
 
 # Inside a box that scrolls sideways (the lens, the steps table), a wide table is read by scrolling it.
 WIDE_OK = """e => { for (let p = e.parentElement; p; p = p.parentElement) {

@@ -297,8 +297,10 @@ function smearKeys(Kh, T, dK, alpha) {
  *  With GQA (num_kv_heads k < h) W_K and W_V give k heads, and query head h reads head floor(h / (h/k));
  *  qk_norm: RMSNorm of each head's q and k; RoPE: q and k rotated by position; value embeddings:
  *  V = X W_V + E_V[token]; smeared keys: each key head's k_j mixed with k_{j-1} after RoPE; a sliding
- *  window: query i sees keys i-w+1 .. i only. Returns Q, K, V as the h query heads use them, (T, d) each. */
-function multiHeadAttention(model, prefix, X, T, ids) {
+ *  window: query i sees keys i-w+1 .. i only. Returns Q, K, V as the h query heads use them, (T, d) each.
+ *  removed: {head: null | mean (d_k,)}: that head's context, and so its output context W_O^h, replaced by
+ *  zeros (zero ablation) or by a fixed vector at every position (mean ablation); its weights stay. */
+function multiHeadAttention(model, prefix, X, T, ids, removed = null) {
   const { d, numHeads } = model;
   const dK = d / numHeads;
   const kvHeads = model.config.num_kv_heads || numHeads;
@@ -331,7 +333,7 @@ function multiHeadAttention(model, prefix, X, T, ids) {
     place(used.Q, Qh, h);
     place(used.K, Kh, h);
     place(used.V, Vh, h);
-    place(concat, head.context, h);
+    place(concat, removed && h in removed ? ablated(removed[h], T, dK) : head.context, h);
   }
   const out = W("W_O") ? addBias(matmul(concat, W("W_O"), T, d, d), model.weight(prefix + "b_O"), d) : concat; // (T, d)
   return { Q: used.Q, K: used.K, V: used.V, heads, concat, out, dK };
@@ -360,7 +362,7 @@ function mlp(model, prefix, X, T, trace = null) {
  *  every layer (for the logit lens), and every block's steps for the data-flow view: input, ln1,
  *  attention, mid = input + attention, ln2, hidden, mlp, output ((T, d) each, hidden (T, hidden);
  *  ln2, hidden and mlp null without an MLP). */
-function forwardGPT(model, ids) {
+function forwardGPT(model, ids, removed = null) {
   const { d } = model;
   const T = ids.length;
   const w = (name) => model.weight(name);
@@ -372,7 +374,7 @@ function forwardGPT(model, ids) {
     const p = `blocks.${l}.`;
     const input = X;
     const ln1 = norm(model, X, T, d, w(p + "ln_1.gain"), w(p + "ln_1.bias"));
-    const att = multiHeadAttention(model, p + "attention.", ln1, T, ids);
+    const att = multiHeadAttention(model, p + "attention.", ln1, T, ids, removed && removed[l]);
     X = add(X, att.out);
     const mid = X, trace = {};
     let ln2 = null, m = null;
@@ -390,21 +392,29 @@ function forwardGPT(model, ids) {
 }
 
 /** kind "seed", the notes' model: X = LN(E[token] + PE); context = MultiHead(X); logits = context W_out + b_out. */
-function forwardSeed(model, ids) {
+function forwardSeed(model, ids, removed = null) {
   const { d } = model;
   const T = ids.length;
   const w = (name) => model.weight(name);
   const embedded = embed(model, ids); // (T, d)
   const X = norm(model, embedded, T, d, w("ln.gain"), w("ln.bias")); // (T, d)
-  const att = multiHeadAttention(model, "attention.", X, T, ids);
+  const att = multiHeadAttention(model, "attention.", X, T, ids, removed && removed[0]);
   const readout = (S) => softcap(addBias(matmul(S, model.matrix("W_out"), S.length / d, d, model.vocabSize), w("b_out"), model.vocabSize), model.config.logit_softcap);
   const blocks = [{ input: embedded, ln1: X, attention: att.out, output: att.out }]; // no residual, no MLP
   return { logits: readout(att.out), attention: [att], stream: [X, att.out], readout, blocks, embedded };
 }
 
-/** ids (T,), T <= context_window -> the logits of every position and everything computed on the way. */
-function forward(model, ids) {
-  return model.config.kind === "seed" ? forwardSeed(model, ids) : forwardGPT(model, ids);
+/** ids (T,), T <= context_window -> the logits of every position and everything computed on the way.
+ *  removed (optional): [layer] {head: null | mean}, the heads taken out (multiHeadAttention). */
+function forward(model, ids, removed = null) {
+  return model.config.kind === "seed" ? forwardSeed(model, ids, removed) : forwardGPT(model, ids, removed);
+}
+
+/** A head's context taken out: zeros (T, d_k), or its mean (d_k,) at every position. */
+function ablated(mean, T, dK) {
+  const out = new Float64Array(T * dK);
+  if (mean) for (let t = 0; t < T; t++) out.set(mean, t * dK);
+  return out;
 }
 
 /** Row t of a (T, N) tensor as its own vector. */

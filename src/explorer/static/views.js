@@ -128,7 +128,7 @@ function update() {
   if (!previous || current.result !== previous.result || state.query !== query) {
     // the views of the model's numbers; those below the fold are drawn when scrolled to
     drawSelection();
-    request("lens-section");
+    request("lens-section", "ablate-section");
     if (headsNow && state.frame === headFrames().length - 1) request("job-section"); // its map on your text
   }
   $("timing").textContent = `the views in sight drawn in ${(performance.now() - start).toFixed(0)} ms (the sums in ${kernelName()}; the others when scrolled to)`;
@@ -149,6 +149,8 @@ const VIEWS = {
   "qkv-section": () => drawInsideView(["qkv"], drawQKV),
   "lens-section": () => drawLens(),
   "job-section": () => drawHeadJob(),
+  "circuits-section": () => drawCircuits(),
+  "ablate-section": () => drawAblation(),
 };
 const inSight = new Set(Object.keys(VIEWS));
 
@@ -911,7 +913,7 @@ function drawTimelapse() {
   const slider = el("input", { type: "range", id: "step-slider", min: 0, max: frames.length - 1, step: 1, "aria-label": "validation step" });
   slider.value = state.frame;
   slider.disabled = frames.length === 1;
-  slider.addEventListener("input", () => { state.frame = Number(slider.value); drawTimelapse(); drawView("job-section"); });
+  slider.addEventListener("input", () => { state.frame = Number(slider.value); drawTimelapse(); drawView("job-section"); request("circuits-section"); });
   const frame = frames[state.frame];
   const label = frame
     ? `step ${frame.step}: validation ${state.frame + 1} of ${frames.length - 1} stored by the run` + (frame.val_loss !== null ? `, val loss ${frame.val_loss.toFixed(4)}` : "") + `, in-context ${fmt(frame.in_context)} (probe)` + (frame.in_context_text !== null && frame.in_context_text !== undefined ? `, ${fmt(frame.in_context_text)} (text)` : "")
@@ -981,7 +983,7 @@ function drawHeadJob() {
     table.append(el("tr", {}, el("th", {}, `layer ${l}`), ...Array.from({ length: H }, (_, h) => {
       const kind = data.kinds[l][h];
       const text = P.measures.map((m) => `${MEASURE_NAMES[m].padEnd(9)} ${fmt(data.scores[m][l][h], m === "attention_distance" ? 2 : 3)}`).join("\n");
-      return el("td", { class: l === sl && h === sh ? "selected" : "", style: kind ? `background:${KIND_COLOURS[kind]}` : "", title: `layer ${l}, head ${h}: click for its maps`, onclick: () => { state.jobHead = [l, h]; drawView("job-section"); } },
+      return el("td", { class: l === sl && h === sh ? "selected" : "", style: kind ? `background:${KIND_COLOURS[kind]}` : "", title: `layer ${l}, head ${h}: click for its maps`, onclick: () => { state.jobHead = [l, h]; drawView("job-section"); request("circuits-section"); } },
         el("div", { class: "kind" }, kind ? KIND_NAMES[kind] : "no kind"), el("div", { class: "scores" }, text));
     })));
   }
@@ -1007,6 +1009,294 @@ function drawHeadJob() {
     if (current.result) parts.push(figure(current.result.attention[sl].heads[sh].weights, current.window, "the same head on your text"));
   }
   maps.replaceChildren(...parts);
+}
+
+// ---------------------------------------------------------------- how a head does it: its circuits (issue 45)
+
+let circuitsNow = null; // this checkpoint's circuits, computed in the page (circuits.js) when first shown
+let circuitsShown = null; // what the view drew last: its step, head and maps (for the tests)
+let bigramNow = null; // the excerpt's bigram log-probabilities, (V, V)
+
+function finalCircuits() {
+  if (!circuitsNow) {
+    const start = performance.now();
+    circuitsNow = { ...circuits(model), ms: performance.now() - start };
+  }
+  return circuitsNow;
+}
+
+function excerptBigrams() {
+  if (!bigramNow) {
+    const ids = Array.from(payload.excerpt.text).filter((ch) => index.has(ch)).map((ch) => index.get(ch));
+    bigramNow = { table: bigramLogProbs(ids, model.vocabSize), count: ids.length };
+  }
+  return bigramNow;
+}
+
+/** A stored circuit map, thousandths of its largest |value|, back to values: (V, V). */
+function storedCircuit(ints, scale) {
+  return Float64Array.from(ints.flat(), (x) => (x / 1000) * scale);
+}
+
+/** What the circuits view draws for the slider's frame: the maps of `head` ([layer, head]; null when
+ *  the frame kept none), every head's positivity, the composition scores and the direct path. */
+function circuitsOfFrame(frame, [l, h]) {
+  if (!frame) {
+    const c = finalCircuits();
+    return { step: payload.step, qk: c.qk[l][h], ov: c.ov[l][h], direct: c.direct, positivity: c.positivity, composition: c.composition };
+  }
+  const c = frame.circuits;
+  if (!c) return null; // a run written before the circuits were tracked
+  const m = c.maps;
+  return {
+    step: frame.step,
+    qk: m ? storedCircuit(m.qk[l][h], m.scale.qk[l][h]) : null,
+    ov: m ? storedCircuit(m.ov[l][h], m.scale.ov[l][h]) : null,
+    direct: m && m.direct ? storedCircuit(m.direct, m.scale.direct) : null,
+    positivity: c.positivity,
+    composition: c.composition,
+    runCorrelation: c.direct_correlation,
+  };
+}
+
+/** The largest entries of a (V, V) map, largest first: [row, column, value]. */
+function topEntries(M, V, count = 8) {
+  return [...M.keys()].sort((a, b) => M[b] - M[a]).slice(0, count).map((k) => [Math.floor(k / V), k % V, M[k]]);
+}
+
+/** A V x V map with the characters on both axes (where a cell is wide enough to letter), red negative,
+ *  blue positive, scaled by its largest |value|; hovering a cell says its value and what it means. */
+function circuitMap(M, V, width, words) {
+  const label = 14, size = Math.max(2, Math.floor((width - label) / V));
+  const canvas = el("canvas", { class: "circuit-map" });
+  canvas.width = canvas.height = label + V * size;
+  const ctx = canvas.getContext("2d");
+  ctx.fillStyle = "#fff";
+  ctx.fillRect(0, 0, canvas.width, canvas.height);
+  const scale = maxAbs(M);
+  for (let a = 0; a < V; a++)
+    for (let b = 0; b < V; b++) {
+      ctx.fillStyle = `rgb(${divergingRGB(M[a * V + b] / scale).join(",")})`;
+      ctx.fillRect(label + b * size, label + a * size, size, size);
+    }
+  if (size >= 7) {
+    ctx.font = `${Math.min(11, size + 1)}px ui-monospace, monospace`;
+    ctx.textAlign = "center";
+    ctx.textBaseline = "middle";
+    ctx.fillStyle = "#555";
+    for (let a = 0; a < V; a++) {
+      ctx.fillText(glyph(model.vocab[a]), label / 2, label + a * size + size / 2);
+      ctx.fillText(glyph(model.vocab[a]), label + a * size + size / 2, label / 2);
+    }
+  }
+  const hide = () => { $("tooltip").hidden = true; };
+  canvas.addEventListener("mousemove", (event) => {
+    const k = canvas.width / canvas.clientWidth; // the canvas may be shown narrower than drawn
+    const [a, b] = [Math.floor((event.offsetY * k - label) / size), Math.floor((event.offsetX * k - label) / size)];
+    if (a < 0 || b < 0 || a >= V || b >= V) return hide();
+    const tip = $("tooltip");
+    tip.replaceChildren(el("div", {}, words(model.vocab[a], model.vocab[b], M[a * V + b], M[a * V + b] / scale)));
+    tip.hidden = false;
+    tip.style.left = `${event.pageX + 12}px`;
+    tip.style.top = `${event.pageY + 12}px`;
+  });
+  canvas.addEventListener("mouseleave", hide);
+  return canvas;
+}
+
+const quote = (ch) => JSON.stringify(ch);
+/** What a cell of each map means, in words (the hover text). */
+const CIRCUIT_WORDS = {
+  qk: (a, b, v, f) => `query ${quote(a)}, key ${quote(b)}: ${fmt(v)} (${fmt(f, 2)} of the largest): when the query is ${quote(a)} this head ${v >= 0 ? "looks for" : "avoids"} keys ${quote(b)}`,
+  ov: (a, b, v, f) => `attended ${quote(a)}, logit ${quote(b)}: ${fmt(v)} (${fmt(f, 2)} of the largest): attending to ${quote(a)}, this head ${v >= 0 ? "raises" : "lowers"} the logit of ${quote(b)}`,
+  direct: (a, b, v) => `${quote(a)} then ${quote(b)}: ${fmt(v)}: after ${quote(a)} the direct path (no head) ${v >= 0 ? "raises" : "lowers"} the logit of ${quote(b)}`,
+  bigram: (a, b, v) => `log p(${quote(b)} | ${quote(a)}) in the excerpt, minus its row's mean: ${fmt(v)}`,
+};
+
+/** The QK and OV circuits of the clicked head at the slider's step, their top entries, the direct path
+ *  beside the excerpt's bigrams, every head's positivity and the composition of every pair. */
+function drawCircuits() {
+  const box = $("circuits");
+  if (!payload.heads) return box.replaceChildren();
+  const frames = headFrames(), frame = frames[state.frame ?? frames.length - 1];
+  const [l, h] = state.jobHead ?? [0, 0];
+  const c = circuitsOfFrame(frame, [l, h]), V = model.vocabSize;
+  circuitsShown = c && { step: c.step, head: [l, h], qk: c.qk && Array.from(c.qk), ov: c.ov && Array.from(c.ov), direct: c.direct && Array.from(c.direct) };
+  const picker = el("select", { id: "circuit-head", "aria-label": "head" });
+  const L = model.config.kind === "seed" ? 1 : model.config.num_layers;
+  for (let a = 0; a < L; a++) for (let b = 0; b < model.numHeads; b++) picker.append(el("option", { value: `${a}.${b}` }, `layer ${a}, head ${b}`));
+  picker.value = `${l}.${h}`;
+  picker.addEventListener("change", () => { state.jobHead = picker.value.split(".").map(Number); drawView("circuits-section"); request("job-section"); });
+  const parts = [el("div", { class: "controls" }, el("label", {}, "head ", picker), el("span", { id: "circuit-step" }, frame ? `step ${frame.step} (the time-lapse's slider, above)` : `this checkpoint (step ${payload.step}), computed in the page in ${finalCircuits().ms.toFixed(0)} ms`))];
+  if (!c) {
+    parts.push(el("p", { class: "hint" }, "This run's head_scores.json was written before the circuits were tracked: slide to the last position, this checkpoint, for its circuits."));
+    return box.replaceChildren(...parts);
+  }
+  const room = $("circuits-section").clientWidth - 36; // two maps side by side where they fit at 5 px a cell or more, else one a row
+  const width = room < 2 * (14 + 5 * V) + 24 ? room : Math.min(540, Math.floor(room / 2) - 12);
+  const figure = (M, kind, caption) => el("figure", { style: `max-width:${width + 4}px` }, circuitMap(M, V, width, CIRCUIT_WORDS[kind]), el("figcaption", { class: "hint" }, caption));
+  const top = (M, arrow) => el("p", { class: "mono top-entries", style: `max-width:${width + 4}px` }, ...topEntries(M, V).map(([a, b, v]) => el("span", {}, `${glyph(model.vocab[a])}${arrow}${glyph(model.vocab[b])} ${fmt(v, 2)}`)));
+  const pos = (kind) => fmt(c.positivity[kind][l][h], 2);
+  if (c.qk) {
+    parts.push(el("div", { class: "side-maps" },
+      el("div", {}, figure(c.qk, "qk", `QK: W_E W_Q (W_E W_K)ᵀ / √d_head. Row: the query's character, column: the key's. Blue: the head looks for that key. Positivity ${pos("qk")}.`), el("p", { class: "hint" }, "looks for most (query → key):"), top(c.qk, "→")),
+      el("div", {}, figure(c.ov, "ov", `OV: W_E W_V W_O W_U. Row: the character attended to, column: the logit it moves. A copying head is blue on the diagonal (positivity near +1; this head ${pos("ov")}).`), el("p", { class: "hint" }, "raises most (attended → logit):"), top(c.ov, "→"))));
+  } else parts.push(el("p", { class: "hint" }, `The maps of step ${frame.step} were left out to keep the page under 8 MB; its positivity and composition are all here.`));
+  parts.push(el("h3", {}, "The direct path, beside the text's bigrams"));
+  if (model.config.kind === "seed") parts.push(el("p", { class: "hint" }, "The notes' model has no residual stream: every logit goes through a head, so there is no direct path."));
+  else if (c.direct) {
+    const { table, count } = excerptBigrams();
+    const r = correlation(centreOverColumns(Float64Array.from(c.direct), V, V), centreOverColumns(Float64Array.from(table), V, V)); // each row centred, as circuits.py does
+    parts.push(el("div", { class: "side-maps" },
+      figure(c.direct, "direct", "W_E W_U: the logits the embedding alone gives the next character, through no head. Row: the current character, column: the next."),
+      figure(centreOverColumns(Float64Array.from(table), V, V), "bigram", `log p(next | current) over the excerpt's ${count.toLocaleString("en-US")} characters (add-one smoothed), each row minus its mean as a logit's row may be: only differences within a row change a prediction.`)),
+      el("p", { id: "direct-correlation" }, `correlation of the two tables: r = ${fmt(r)}` + (typeof c.runCorrelation === "number" ? `; the run's own, against its training text: ${fmt(c.runCorrelation)}` : "")));
+  }
+  parts.push(el("h3", {}, "Every head's positivity"), positivityTable(c.positivity, [l, h]));
+  parts.push(el("h3", {}, "Composition: how much a later head reads what an earlier one writes"), compositionTables(c.composition));
+  box.replaceChildren(...parts);
+}
+
+/** Layers x heads: each head's OV and QK positivity, sum λ / sum |λ|. */
+function positivityTable(p, [sl, sh]) {
+  const table = el("table", { class: "head-grid positivity" });
+  table.append(el("tr", {}, el("th", {}, ""), ...p.ov[0].map((_, h) => el("th", {}, `head ${h}`))));
+  p.ov.forEach((layer, l) => table.append(el("tr", {}, el("th", {}, `layer ${l}`), ...layer.map((ov, h) => {
+    const rgb = divergingRGB(ov);
+    return el("td", { class: l === sl && h === sh ? "selected" : "", style: `background:rgb(${rgb.join(",")});color:${inkOn(rgb)}`, title: `layer ${l}, head ${h}: OV positivity ${fmt(ov)} (+1: every eigenvalue positive, a copying head), QK positivity ${fmt(p.qk[l][h])} (+1: it attends to the same characters it is queried with)` },
+      `OV ${fmt(ov, 2)}\nQK ${fmt(p.qk[l][h], 2)}`);
+  }))));
+  return el("div", { class: "job-box" }, table, el("p", { class: "hint" }, "sum of the eigenvalues over the sum of their magnitudes; blue: OV positivity near +1, the head copies what it attends to into the prediction."));
+}
+
+/** The Q-, K- and V-composition of every earlier head (rows) and later head (columns). */
+function compositionTables(scores) {
+  const L = scores.q.length, H = scores.q[0].length;
+  if (L < 2) return el("p", { class: "hint" }, "One layer: no head comes after another, so nothing composes.");
+  const names = (from, to) => Array.from({ length: (to - from) * H }, (_, k) => [from + Math.floor(k / H), k % H]);
+  const earlier = names(0, L - 1), later = names(1, L);
+  const max = Math.max(...["q", "k", "v"].flatMap((m) => scores[m].flat(3)));
+  const tables = ["q", "k", "v"].map((kind) => {
+    const table = el("table", { class: "composition" });
+    table.append(el("tr", {}, el("th", {}, `${kind.toUpperCase()}`), ...later.map(([l, h]) => el("th", {}, `${l}.${h}`))));
+    for (const [l1, h1] of earlier)
+      table.append(el("tr", {}, el("th", {}, `${l1}.${h1}`), ...later.map(([l2, h2]) => {
+        if (l2 <= l1) return el("td", { class: "none" });
+        const s = scores[kind][l1][h1][l2][h2];
+        return el("td", { style: `background:${heat(s / max)};color:${inkOn(heatRGB(s / max))}`, title: `${kind.toUpperCase()}-composition of layer ${l1} head ${h1} into layer ${l2} head ${h2}: ${fmt(s)}` }, fmt(s, 2));
+      })));
+    return el("div", { class: "job-box" }, table);
+  });
+  return el("div", {}, el("p", { class: "hint" }, "‖A B‖_F / (‖A‖_F ‖B‖_F), A the earlier head's OV (row layer.head), B the later head's (column): Q: W_Q W_Kᵀ, K: its transpose, V: W_V W_O. Random heads score low; a previous-token head feeding an induction head scores high in K."), el("div", { class: "composition-tables" }, ...tables));
+}
+
+// ---------------------------------------------------------------- take a head out (issue 45)
+
+/** Each head switched off: "l.h" -> {mode: "zero" | "mean", mean: (d_k,) | null}. The mean is the head's
+ *  context averaged over the shown text's positions when it was switched. */
+const removedHeads = new Map();
+
+/** The forward pass's argument: [layer] {head: null | mean}. */
+function removedSpec() {
+  const L = model.config.kind === "seed" ? 1 : model.config.num_layers;
+  const spec = Array.from({ length: L }, () => ({}));
+  for (const [key, { mean }] of removedHeads) { const [l, h] = key.split(".").map(Number); spec[l][h] = mean; }
+  return spec;
+}
+
+/** A head's context (T, d_k) averaged over the T positions: (d_k,). */
+function meanContext(result, l, h) {
+  const { context } = result.attention[l].heads[h], dK = result.attention[l].dK, T = context.length / dK;
+  const mean = new Float64Array(dK);
+  for (let t = 0; t < T; t++) for (let c = 0; c < dK; c++) mean[c] += context[t * dK + c] / T;
+  return mean;
+}
+
+/** The mean loss of a forward pass over ids, -log p(ids[t+1] | ids[..t]) over its T - 1 predictions. */
+function textLoss(result, ids) {
+  let sum = 0;
+  for (let t = 0; t + 1 < ids.length; t++) sum -= Math.log(softmax(row(result.logits, t, model.vocabSize))[ids[t + 1]]);
+  return ids.length > 1 ? sum / (ids.length - 1) : null;
+}
+
+/** A promise of the in-context score on the probe (as scoreHeads computes it) with these heads taken
+ *  out, computed in slices of ~30 ms, a probe row at a time: the page stays responsive meanwhile. */
+function inContextWithout(spec) {
+  const P = payload.heads, n = P.n, V = model.vocabSize;
+  let score = 0, b = 0;
+  return new Promise((resolve) => {
+    function next() {
+      const until = performance.now() + 30;
+      while (b < P.probe.length && performance.now() < until) {
+        const ids = P.probe[b++], result = forward(model, ids, spec);
+        const CE = (t) => -Math.log(softmax(row(result.logits, t - 1, V))[ids[t]]);
+        let early = 0, late = 0;
+        for (let t = 1; t < n; t++) early += CE(t) / (n - 1);
+        for (let t = n + 1; t < 2 * n; t++) late += CE(t) / (n - 1);
+        score += (late - early) / P.probe.length;
+      }
+      if (b < P.probe.length) setTimeout(next, 0);
+      else resolve(score);
+    }
+    setTimeout(next, 0);
+  });
+}
+
+// the in-context score without the switched heads: computed once per setting of the switches (`run`)
+let ablation = { run: 0, inContext: null, started: false };
+
+/** The switches, and what the model loses: the next character, the loss on the shown text, the in-context score. */
+function drawAblation() {
+  const box = $("ablate");
+  const L = model.config.kind === "seed" ? 1 : model.config.num_layers;
+  const table = el("table", { class: "head-grid ablate" });
+  table.append(el("tr", {}, el("th", {}, ""), ...Array.from({ length: model.numHeads }, (_, h) => el("th", {}, `head ${h}`))));
+  for (let l = 0; l < L; l++)
+    table.append(el("tr", {}, el("th", {}, `layer ${l}`), ...Array.from({ length: model.numHeads }, (_, h) => {
+      const key = `${l}.${h}`;
+      const select = el("select", { "aria-label": `layer ${l} head ${h}`, "data-head": key }, ...[["on", "on"], ["zero", "off (zero)"], ["mean", "mean"]].map(([v, t]) => el("option", { value: v }, t)));
+      select.value = removedHeads.get(key)?.mode ?? "on";
+      select.disabled = !current.result;
+      select.addEventListener("change", () => switchHead(l, h, select.value));
+      return el("td", { class: removedHeads.has(key) ? "selected" : "" }, select);
+    })));
+  const parts = [el("div", { class: "job-box" }, table)];
+  if (!current.result) return box.replaceChildren(...parts, el("p", { class: "hint" }, "Type at least one character of the vocabulary."));
+  const spec = removedSpec(), after = removedHeads.size ? forward(model, current.ids, spec) : current.result;
+  const T = current.T, lossBefore = textLoss(current.result, current.ids);
+  const probs = softmax(Float64Array.from(row(after.logits, T - 1, model.vocabSize)));
+  const loss = textLoss(after, current.ids);
+  const inContextBefore = headsNow ? headsNow.inContext : null;
+  if (removedHeads.size && payload.heads && !ablation.started) {
+    ablation.started = true;
+    const run = ablation.run;
+    inContextWithout(spec).then((score) => {
+      if (ablation.run !== run) return; // the switches changed meanwhile
+      ablation.inContext = score;
+      request("ablate-section");
+    });
+  }
+  const inContext = removedHeads.size ? ablation.inContext : inContextBefore;
+  const delta = (a, b) => (a === null || b === null ? "" : ` (${b - a >= 0 ? "+" : ""}${fmt(b - a)})`);
+  const rowsOf = [
+    [`loss on the shown text (nats, its ${T - 1} predictions)`, lossBefore, loss, "–"],
+    ["in-context score on the probe (nats)", inContextBefore, inContext, payload.heads ? "scoring the probe…" : "no probe (window under 4)"],
+  ];
+  const summary = el("table", { class: "ablate-summary" }, el("tr", {}, ...["", "all heads", "without the switched heads"].map((x) => el("th", {}, x))),
+    ...rowsOf.map(([name, a, b, missing]) => el("tr", {}, el("th", {}, name), el("td", {}, a === null ? missing : fmt(a)), el("td", { class: "after" }, b === null ? missing : fmt(b) + delta(a, b)))));
+  const order = [...current.probs.keys()].sort((a, b) => Math.max(current.probs[b], probs[b]) - Math.max(current.probs[a], probs[a])).slice(0, 8);
+  const next = el("table", { class: "ablate-next" }, el("tr", {}, ...["next", "all heads", "without"].map((x) => el("th", {}, x))),
+    ...order.map((k) => el("tr", {}, el("td", { class: "mono" }, glyph(model.vocab[k])), el("td", {}, `${(100 * current.probs[k]).toFixed(1)}%`), el("td", { class: "after" }, `${(100 * probs[k]).toFixed(1)}%`))));
+  parts.push(el("div", { class: "ablate-results" }, summary, next));
+  box.replaceChildren(...parts);
+}
+
+function switchHead(l, h, mode) {
+  const key = `${l}.${h}`;
+  if (mode === "on") removedHeads.delete(key);
+  else removedHeads.set(key, { mode, mean: mode === "mean" ? meanContext(current.result, l, h) : null });
+  ablation = { run: ablation.run + 1, inContext: null, started: false };
+  drawView("ablate-section");
 }
 
 // ---------------------------------------------------------------- logit lens
@@ -1291,10 +1581,29 @@ window.scratchgpt = {
     state.frame = k;
     drawTimelapse();
     drawView("job-section");
+    request("circuits-section");
     const frame = headFrames()[k];
     return frame ? { step: frame.step, scores: frame.scores, kinds: frame.kinds, in_context: frame.in_context, maps: frame.maps } : null;
   },
   settled: () => updated ?? Promise.resolve(), // after the update typing asked for
+  /** This checkpoint's circuits computed in the page: {qk, ov: [layer][head] (V, V) as [V][V] arrays,
+   *  direct (V, V) or null, positivity: {qk, ov}: [layer][head], composition: {q, k, v}: [l1][h1][l2][h2]}. */
+  circuits: () => {
+    const c = finalCircuits(), V = model.vocabSize;
+    const square = (M) => M && Array.from({ length: V }, (_, a) => Array.from(M.subarray(a * V, (a + 1) * V)));
+    return { qk: c.qk.map((l) => l.map(square)), ov: c.ov.map((l) => l.map(square)), direct: square(c.direct), positivity: c.positivity, composition: c.composition };
+  },
+  /** What the circuits view drew last: {step, head, qk, ov, direct (flat V x V)} or null. */
+  shownCircuits: () => circuitsShown,
+  /** `text`'s window with heads taken out ([[layer, head, "zero" | "mean"]]; the mean over the window's
+   *  positions): {loss: the mean loss of its predictions, lossBefore, probs: the last position's}. */
+  ablate: (text, heads) => {
+    const a = analyse(text), L = model.config.kind === "seed" ? 1 : model.config.num_layers;
+    const spec = Array.from({ length: L }, () => ({}));
+    for (const [l, h, mode] of heads) spec[l][h] = mode === "mean" ? meanContext(a.result, l, h) : null;
+    const after = forward(model, a.ids, spec);
+    return { loss: textLoss(after, a.ids), lossBefore: textLoss(a.result, a.ids), probs: Array.from(softmax(Float64Array.from(row(after.logits, a.T - 1, model.vocabSize)))) };
+  },
   /** Where matmul adds its sums: "WebAssembly SIMD" (kernel.js) or "JavaScript"; `useKernel(false)` chooses the loops. */
   kernel: kernelName,
   useKernel,
@@ -1328,8 +1637,9 @@ if (reportText !== null && location.protocol.startsWith("http")) {
 drawFailures();
 drawTimelapse();
 request("job-section");
+$("circuits-section").setAttribute("data-stale", ""); // computed when first scrolled to, not before the page opens
 const headsScored = payload.heads
   ? Promise.resolve(excerptScores) // after the excerpt: one background job at a time
       .then(() => scoreHeads())
-      .then((scores) => { headsNow = scores; drawTimelapse(); request("job-section"); return scores; })
+      .then((scores) => { headsNow = scores; drawTimelapse(); request("job-section", "ablate-section"); return scores; })
   : Promise.resolve(null);
