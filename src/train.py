@@ -37,6 +37,7 @@ from src.run import preflight, record, rundir
 from src.run.cli import command
 from src.run.finish import raise_if_interrupted, report, run_name_and_keys, stops_in_one_line
 from src.training.callbacks import GracefulInterrupt, progress_bar_shown
+from src.training.flops import parameter_counts
 from src.training.gpt_module import GPTModule
 from src.training.tensorboard import LogHyperparams, hparams_of, trial_name
 
@@ -91,6 +92,7 @@ def train(cfg: DictConfig, ready: Ready | None = None) -> float:
     started = time.time()
     where = "hydra.sweep.dir" if record.in_multirun() else "hydra.run.dir"
     plan, (datamodule, lit, trainer) = ready or plan_and_build(cfg, cfg.paths.output_dir, where)
+    preflight.settle(cfg, plan.settled)  # a second composition of the command line (Hydra's) gets them too
     if rundir.launched_run() is not None and not record.in_multirun():  # torchrun's ranks: started alike?
         from src.cluster.meeting import meet
 
@@ -103,6 +105,9 @@ def train(cfg: DictConfig, ready: Ready | None = None) -> float:
             f"{plan.tokenizer.vocab_size} | {plan.corpus.source.name}: {datamodule.describe()} | {trainer.max_steps} "
             f"steps of {cfg.data.batch_size}x{cfg.model.context_window} tokens | run dir {run_dir}"
         )
+        if plan.budget is not None:
+            for line in plan.budget.lines(parameter_counts(lit.model)):
+                (log.warning if line.startswith("warning:") else log.info)(line)
         if plan.resume is not None:
             log.info(f"resuming from {plan.resume}")
     with rundir.hold_run_dir(run_dir) if trainer.is_global_zero else nullcontext():
