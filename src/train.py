@@ -39,6 +39,7 @@ from src.run.finish import raise_if_interrupted, report, run_name_and_keys, stop
 from src.training.callbacks import GracefulInterrupt, progress_bar_shown
 from src.training.flops import parameter_counts
 from src.training.gpt_module import GPTModule
+from src.training.optim import BASE_WIDTH, hidden_lr_scale
 from src.training.tensorboard import LogHyperparams, hparams_of, trial_name
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,11 @@ def train(cfg: DictConfig, ready: Ready | None = None) -> float:
             f"{plan.tokenizer.vocab_size} | {plan.corpus.source.name}: {datamodule.describe()} | {trainer.max_steps} "
             f"steps of {cfg.data.batch_size}x{cfg.model.context_window} tokens | run dir {run_dir}"
         )
+        if cfg.model.get("scale") is not None:
+            m, lr = cfg.model, cfg.optimizer.lr * hidden_lr_scale(cfg.model)
+            rate = f"AdamW's weight matrices at lr {lr:.3g} (optimizer.lr x {BASE_WIDTH}/{m.embedding_dim})"
+            rate = rate if cfg.optimizer.name == "adamw" else f"optimizer={cfg.optimizer.name}'s rates as typed"
+            log.info(f"model.scale={m.scale}: {m.num_layers} layers, d {m.embedding_dim}, {m.num_heads} heads; {rate}")
         if plan.budget is not None:
             for line in plan.budget.lines(parameter_counts(lit.model)):
                 (log.warning if line.startswith("warning:") else log.info)(line)
@@ -137,6 +143,7 @@ def check(cfg: DictConfig, argv: list[str]) -> Ready:
         if not cfg.overwrite:
             rundir.check_rerun(typed, cfg)
     ready = plan_and_build(cfg, typed or cfg.paths.log_dir, "hydra.run.dir" if typed else "paths.log_dir")
+    preflight.check_typed_together(argv)  # after the values' own checks, still before anything is written
     if mine:
         rundir.take_run_dir(typed)
         if cfg.overwrite:  # the old run's files go, now that the directory is held
@@ -156,6 +163,7 @@ def check_point(cfg: DictConfig, point: list[str]) -> None:
     """A multirun's point, before the sweep starts: what its launcher can run (the sweeps wing, loaded then)."""
     from src.sweeps.checks import check_sweep_job
 
+    preflight.check_typed_together(point)
     check_sweep_job(cfg, point)
 
 

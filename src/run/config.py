@@ -179,8 +179,9 @@ CONFIG_DIR = PROJECT_ROOT / "conf"
 COMMON_KEYS = {
     "train": (
         "model.num_heads model.embedding_dim model.context_window model.num_layers model.positional model.dropout "
-        "model.norm model.activation data.batch_size data.path data.val_tokens data.sampling optimizer.lr "
-        "optimizer.warmup_steps trainer.max_steps trainer.val_check_interval trainer.log_every_n_steps seed "
+        "model.norm model.activation model.scale data.batch_size data.path data.val_tokens data.sampling optimizer.lr "
+        "optimizer.warmup_steps trainer.max_steps trainer.flops trainer.val_check_interval "
+        "trainer.log_every_n_steps seed "
         "ckpt_path finetune sample.prompt explorer"
     ).split(),
 }

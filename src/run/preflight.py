@@ -447,9 +447,39 @@ def build_trainer(cfg: DictConfig, callbacks: list[L.Callback], logger: Any, pro
         quiet.setLevel(level)
 
 
+# A key that sets others, and the keys it sets: typed together on one command line they are refused (a
+# preset's values give way to the dial; a command line that types both means two things).
+SETS = {
+    "model.scale": ("model.num_layers", "model.embedding_dim", "model.num_heads"),
+    "trainer.flops": ("trainer.max_steps",),
+}
+
+
+def check_typed_together(overrides: list[str]) -> None:
+    """Refuse `model.scale=3 model.embedding_dim=64` (or trainer.flops with trainer.max_steps) on one line."""
+    typed = {o.lstrip("+~").split("=", 1)[0]: o for o in overrides if "=" in o}
+    for key, sets in SETS.items():
+        both = [typed[k] for k in sets if k in typed]
+        if key in typed and both:
+            raise ConfigError(
+                f"{typed[key]} sets {', '.join(sets)} itself, and {' '.join(both)} typed too: keep one or the other"
+            )
+
+
+def scaled_model(cfg: DictConfig) -> dict[str, Any]:
+    """The sizes model.scale sets (src/model/gpt.py's rule, read off the model's config), as settled keys."""
+    if cfg.model.get("scale") is None:
+        return {}
+    from src.model import model_config
+
+    model = model_config(OmegaConf.to_container(cfg.model, resolve=True), vocab_size=2)
+    return {f"model.{key}": getattr(model, key) for key in ("num_layers", "embedding_dim", "num_heads")}
+
+
 def plan(cfg: DictConfig) -> Plan:
     """Check a composed train config against everything it will meet; raise ConfigError naming the fix."""
     check_values(cfg)
+    settle(cfg, scaled := scaled_model(cfg))  # the sizes the memory and disk checks, and the budget, read
     check_accelerator(cfg.trainer)
     # data.*: the DataModule's own checks, before any text is read; it gets the one window length (the model's)
     T = cfg.model.context_window
@@ -478,7 +508,7 @@ def plan(cfg: DictConfig) -> Plan:
             name = {"train": "training", "val": "validation"}.get(split, split)
             window_fits(name, n, T, (str(corpus.source), corpus.num_tokens))
     check_memory(cfg, tokenizer.vocab_size)
-    budget, settled = None, {}
+    budget, settled = None, dict(scaled)
     if cfg.trainer.get("flops") is not None:
         budget = plan_budget(cfg, tokenizer.vocab_size, splits["train"])
         settled["trainer.max_steps"] = budget.steps

@@ -22,7 +22,7 @@ from src.model import build_model
 from src.model.language_model import CausalLanguageModel
 from src.model.layers import cross_entropy
 from src.training.callbacks import is_logging_step, validates_step_zero
-from src.training.optim import apply_settings, build_optimizer, build_schedule
+from src.training.optim import apply_settings, build_optimizer, build_schedule, hidden_lr_scale
 
 log = logging.getLogger(__name__)
 
@@ -197,6 +197,7 @@ class GPTModule(L.LightningModule):
         cfg = dict(self.hparams.optimizer)
         if cfg.get("decay_steps") is None:
             cfg["decay_steps"] = self.trainer.max_steps
+        cfg["hidden_lr_scale"] = hidden_lr_scale(vars(self.model.cfg))  # model.scale's width rule
         return cfg
 
     def configure_optimizers(self) -> dict[str, Any]:

@@ -134,6 +134,14 @@ TRAIN_CASES = {
         ["trainer.flops=1e6"],
         r"trainer.flops=1e\+06 is less than one step .*: raise trainer.flops",
     ),
+    "scale 0": (["model.scale=0"], r"model.scale must be a positive integer, got 0: the size dial"),
+    "scale negative": (["model.scale=-2"], r"model.scale must be a positive integer, got -2"),
+    "scale with a size typed": (
+        ["model.scale=3", "model.embedding_dim=64"],
+        r"model.scale=3 sets model.num_layers, model.embedding_dim, model.num_heads itself, and "
+        r"model.num_layers=2 model.embedding_dim=64 model.num_heads=2 typed too: keep one or the other",
+    ),
+    "flops with max_steps typed": (["trainer.flops=1e12"], r"trainer.flops=1e12 sets trainer.max_steps itself"),
     "a second window key": (["data.context_window=8"], r"'data.context_window': did you mean model.context_window\?"),
 }
 
