@@ -87,6 +87,7 @@ def write_result(cfg: DictConfig, trainer: Any, lit: Any, started: float) -> Non
             "flops_per_token": per_token,
             "tokens": tokens,  # trained, over all ranks
             "flops": per_token * tokens,  # the training compute C = 6N D + 12 L d T D
+            "val_curve": [[step, loss] for step, loss in lit.val_curve],  # src.compare's compute multiplier
             "tokens_per_sec": speed,
             "steps": trainer.global_step,
             "wall_seconds": time.time() - started,

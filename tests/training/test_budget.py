@@ -67,6 +67,7 @@ def test_a_budget_trains_the_steps_it_says(tmp_path, caplog):
     train_in_process(tmp_path / "run", f"trainer.flops={7.5 * per_step}", "trainer.max_steps=1000")
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["steps"] == 7 and result["tokens"] == 7 * 8 * 16 and result["flops"] == 7 * per_step
+    assert [step for step, _ in result["val_curve"]] == [0, 7]  # step 0's validation and the last: src.compare's
     said = "\n".join(r.getMessage() for r in caplog.records)
     assert f"trainer.flops={7.5 * per_step:.3g}: 7 steps (trainer.max_steps) of 128 tokens" in said
     assert f"parameters: {result['parameter_counts']['all']:,} all" in said
