@@ -19,12 +19,14 @@ off by default, and each is written beside its formula where it acts:
     model.attention_window=w    query i sees keys i-w+1 .. i only (sliding window)  attention.py
 
 model.scale=k is the size dial (nanochat's depth dial, at this CPU's sizes): one integer sets the three
-sizes, the width growing with the depth so that the shape stays that of the default model,
+sizes, the width growing with the depth so that the aspect d / N_layers stays 16,
 
-    num_layers = k,   embedding_dim = d = 32 k,   num_heads = k   (each head 32 wide)
+    num_layers = k,   embedding_dim = d = 16 k,   num_heads = k   (each head 16 wide)
 
-k = 4 is about the default model (4 layers, d 128 against 120); k = 1..5 spans 12K to 1.5M parameters
-in the blocks (12 k d^2). The learning rate follows the width (src/training/optim.py, hidden_lr_scale).
+k = 1..5 spans 4.2K to 390K parameters, the compute-optimal sizes (~20 tokens per parameter) of budgets
+of 1e10 to 1e12 FLOPs, which this 2-core CPU trains in seconds to minutes; k = 6 has about the default
+model's parameters (0.67M against 0.70M). The learning rate follows the width (src/training/optim.py,
+hidden_lr_scale).
 
 mlp_ratio=0 leaves the MLP out: an attention-only transformer, X_l = X_{l-1} + Attention(LN(X_{l-1})),
 the classic setting in which induction heads are studied (docs/heads.md).
@@ -57,11 +59,11 @@ class GPTConfig(ModelConfig):
     norm_gain: bool = setting(True, "a learned gain after each norm")
     activation: str = setting("gelu", "gelu, relu2 (max(0, x)^2) or swiglu (SiLU(x W_1) * x W_3, then W_2)")
     value_embeddings: bool = setting(False, "V = X W_V + E_V[tokens], a table E_V per layer")
-    scale: int | None = setting(None, "k: num_layers k, embedding_dim 32k, num_heads k; AdamW's matrices at lr x 128/d")
+    scale: int | None = setting(None, "k: num_layers k, embedding_dim 16k, num_heads k; AdamW's matrices at lr x 128/d")
 
     def __post_init__(self) -> None:
         if self.scale is not None:  # the dial wins over the three sizes a preset sets
-            positive_int("model.scale", self.scale, "the size dial: k layers of width 32k, e.g. model.scale=1,2,3,4,5")
+            positive_int("model.scale", self.scale, "the size dial: k layers of width 16k, e.g. model.scale=1,2,3,4,5")
             self.num_layers, self.embedding_dim, self.num_heads = scaled_sizes(self.scale)
         super().__post_init__()
         positive_int("model.num_layers", self.num_layers)
@@ -76,11 +78,11 @@ class GPTConfig(ModelConfig):
 
 
 def scaled_sizes(k: int) -> tuple[int, int, int]:
-    """model.scale=k: (num_layers, embedding_dim, num_heads) = (k, 32 k, k)."""
+    """model.scale=k: (num_layers, embedding_dim, num_heads) = (k, 16 k, k)."""
     return k, HEAD_WIDTH * k, k
 
 
-HEAD_WIDTH = 32  # d / h under model.scale
+HEAD_WIDTH = 16  # d / h under model.scale
 
 
 class Block(nn.Module):

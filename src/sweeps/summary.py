@@ -129,12 +129,20 @@ def finish(config: DictConfig, stopped: str | None = None, total: int | None = N
         from src.sweeps.analysis import summary_text  # the analysis only once the sweep is done
 
         table, fit, residuals = summary_text(rows)
+        from src.sweeps.isoflop import is_isoflop, isoflop_text
+
+        isoflop = None
+        if is_isoflop(rows):  # budgets x sizes: the isoFLOP curves and exponents
+            text, isoflop = isoflop_text(rows)
+            table += f"\n\n{text}"
         (sweep_dir / "summary.md").write_text(f"# Sweep {sweep_dir}\n\n{table}\n")
         from src.plots import save_png  # matplotlib too
-        from src.sweeps.figure import sweep_figure
+        from src.sweeps.figure import isoflop_figure, sweep_figure
 
         figure = sweep_figure(rows, sorted(swept_keys(config.hydra)), fit, residuals)
         save_png(figure, str(sweep_dir / "summary.png"))
+        if isoflop is not None:
+            save_png(isoflop_figure(isoflop), str(sweep_dir / "isoflop.png"))
         from src.training.tensorboard import watch_command  # every job's curves, named by what it swept
 
         print(f"\n{table}\n\nsummary: {sweep_dir / 'summary.md'}, plot: {sweep_dir / 'summary.png'}")

@@ -92,7 +92,7 @@ class Budget:
             f"{self.epochs:.2f} epochs of the train split ({self.train_tokens:,} tokens)",
             f"parameters: {counts['all']:,} all, {counts['non_embedding']:,} without embeddings, "
             f"{counts['transformer']:,} in the transformer layers; "
-            f"{self.tokens / counts['all']:.1f} tokens per parameter",
+            f"{self.tokens / counts['all']:.3g} tokens per parameter",
         ]
         if self.epochs > EPOCHS_WORTH_DATA:
             said.append(

@@ -131,7 +131,7 @@ def split_parameters(model: nn.Module, opt: Settings) -> tuple[list[nn.Parameter
     return first, rest
 
 
-BASE_WIDTH = 128  # model.scale=4's width, about the default model's (120), where optimizer.lr was tuned
+BASE_WIDTH = 128  # about the default model's width (120), where optimizer.lr was tuned: model.scale=8's
 
 
 def hidden_lr_scale(model_cfg: Mapping[str, Any]) -> float:
