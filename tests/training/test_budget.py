@@ -64,7 +64,9 @@ def test_a_budget_trains_the_steps_it_says(tmp_path, caplog):
     N = 2 * (4 * 32 * 32 + 2 * 32 * 128) + 32 * 65
     per_step = 8 * 16 * (6 * N + 12 * 2 * 32 * 16)
     caplog.set_level(logging.INFO, logger="src")
-    train_in_process(tmp_path / "run", f"trainer.flops={7.5 * per_step}", "trainer.max_steps=1000")
+    train_in_process(
+        tmp_path / "run", f"trainer.flops={7.5 * per_step}", "trainer.max_steps=1000", "data.val_tokens=2000"
+    )
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["steps"] == 7 and result["tokens"] == 7 * 8 * 16 and result["flops"] == 7 * per_step
     assert [step for step, _ in result["val_curve"]] == [0, 7]  # step 0's validation and the last: src.compare's

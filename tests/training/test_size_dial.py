@@ -27,15 +27,17 @@ def test_adamw_matrices_take_lr_times_128_over_d_and_the_rest_lr():
 
 
 def test_a_scaled_run_trains_the_scaled_model_at_the_scaled_rate(tmp_path):
-    """scale=4 over tiny_training's sizes (d 32, 2 layers, 2 heads): 4 layers of d 64, 4 heads, and the
-    matrices at 1e-2 x 128/64, as the run's checkpoint and its optimizer say."""
+    """scale=3 over tiny_training's sizes (d 32, 2 layers, 2 heads): 3 layers of d 48, 3 heads, and the
+    matrices at 1e-2 x 128/48, as the run's checkpoint and its optimizer say."""
     run = tmp_path / "run"
-    train_in_process(run, "model.scale=4", "trainer.max_steps=2", "trainer.val_check_interval=2")
+    train_in_process(
+        run, "model.scale=3", "trainer.max_steps=2", "data.val_tokens=2000", "trainer.num_sanity_val_steps=0"
+    )
     result = json.loads((run / "result.json").read_text())
-    assert result["parameter_counts"]["transformer"] == 4 * (12 * 64 * 64 + 2 * 64)
+    assert result["parameter_counts"]["transformer"] == 3 * (12 * 48 * 48 + 2 * 48)
     checkpoint = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     model = checkpoint["hyper_parameters"]["model"]
-    assert (model["scale"], model["num_layers"], model["embedding_dim"], model["num_heads"]) == (4, 4, 64, 4)
+    assert (model["scale"], model["num_layers"], model["embedding_dim"], model["num_heads"]) == (3, 3, 48, 3)
     groups = checkpoint["optimizer_states"][0]["param_groups"]
-    assert [g["initial_lr"] for g in groups] == [pytest.approx(2e-2), 1e-2]
-    assert GPTModule.from_checkpoint(run / "checkpoints" / "last.ckpt").model.cfg.embedding_dim == 64
+    assert [g["initial_lr"] for g in groups] == [pytest.approx(1e-2 * 128 / 48), 1e-2]
+    assert GPTModule.from_checkpoint(run / "checkpoints" / "last.ckpt").model.cfg.embedding_dim == 48
