@@ -142,12 +142,32 @@ def with_interval(values: list[float], fmt: str) -> str:
     return f"{mean:{fmt}}" + (f" +- {half:{fmt}}" if math.isfinite(half) else " (one seed: no interval)")
 
 
+def best_sizes(rows: list[dict[str, Any]]) -> str:
+    """Per budget, the swept size with the lowest mean final loss over its seeds: what the sweep saw, fit or not."""
+    by_budget: dict[float, dict[int, list[tuple[float, float]]]] = {}
+    for row in rows:
+        budget, loss, counts = override(row, "trainer.flops"), finite_loss(row), row.get("parameter_counts")
+        if budget is not None and loss is not None and counts and row.get("tokens"):
+            by_budget.setdefault(float(budget), {}).setdefault(counts["all"], []).append((loss, row["tokens"]))
+    lines = ["| budget C (FLOPs) | sizes | best N (all) | its mean loss | its tokens | tokens per parameter |"]
+    lines.append("|---|---|---|---|---|---|")
+    for budget, sizes in sorted(by_budget.items()):
+        n, runs = min(sizes.items(), key=lambda item: statistics.fmean(loss for loss, _ in item[1]))
+        edge = " (the smallest swept)" if n == min(sizes) else " (the largest swept)" if n == max(sizes) else ""
+        tokens = statistics.fmean(t for _, t in runs)
+        mean = statistics.fmean(loss for loss, _ in runs)
+        lines.append(f"| {budget:.3g} | {len(sizes)} | {n:,}{edge} | {mean:.4f} | {tokens:,.0f} | {tokens / n:,.0f} |")
+    return "\n".join(lines)
+
+
 def isoflop_text(rows: list[dict[str, Any]]) -> tuple[str, IsoFlop | None]:
-    """summary.md's isoFLOP section: N_opt, D_opt and tokens per parameter per budget, the exponents."""
+    """summary.md's isoFLOP section: the best swept size per budget; N_opt, D_opt and tokens per parameter
+    per budget, and the exponents, where the parabolas have minima."""
+    best = f"The best swept size at each budget:\n\n{best_sizes(rows)}"
     try:
         fit = isoflop_fit(rows)
     except IsoFlopRefused as refused:
-        return f"## isoFLOP fit\n\nNo isoFLOP fit: {refused}", None
+        return f"## isoFLOP fit\n\n{best}\n\nNo isoFLOP fit: {refused}", None
     seeds = len(next(iter(fit.optima["all"].values())))
     lines = [
         "## isoFLOP fit",
@@ -176,4 +196,4 @@ def isoflop_text(rows: list[dict[str, Any]]) -> tuple[str, IsoFlop | None]:
             ratio = with_interval([o.d_opt / o.n_opt for o in optima], ".1f")
             loss = with_interval([o.parabola(o.parabola.x_min) for o in optima], ".4f")
             lines.append(f"| {budget:.3g} | {count} | {n}{mark} | {d} | {ratio} | {loss} |")
-    return "\n".join(lines), fit
+    return "\n".join([*lines, "", best]), fit

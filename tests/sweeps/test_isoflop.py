@@ -59,6 +59,7 @@ def test_a_budget_with_fewer_than_three_sizes_is_refused_in_one_line():
     few = [r for r in rows() if "trainer.flops=1e+13" not in r["overrides"] or r["overrides"][1] in two]
     text, fit = isoflop_text(few)
     assert fit is None
+    assert "| 1e+13 | 2 | 100,000 (the largest swept) |" in text  # what the sweep saw is still said
     assert text.splitlines()[-1] == (
         "No isoFLOP fit: budget 1e+13 (seed 1) has 2 model size(s): a parabola in log N needs at least 3; "
         "sweep more sizes (model.scale=1,2,3,4,5)"
