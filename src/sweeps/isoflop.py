@@ -101,23 +101,32 @@ class Optimum:
 class IsoFlop:
     """The fits of a sweep, under each parameter count: budget -> seed -> Optimum; exponents per seed."""
 
-    points: dict[float, list[tuple[dict[str, int], float, float, str]]]  # budget -> (counts, tokens, loss, seed)
+    points: Points
     optima: dict[str, dict[float, dict[str, Optimum]]] = field(default_factory=dict)
     alpha: dict[str, list[float]] = field(default_factory=dict)  # N_opt ~ C^alpha, one per seed
     beta: dict[str, list[float]] = field(default_factory=dict)  # D_opt ~ C^beta, one per seed
 
 
-def isoflop_fit(rows: list[dict[str, Any]]) -> IsoFlop:
-    """Fit every budget and seed, then the exponents across budgets; IsoFlopRefused names what is missing."""
-    points: dict[float, list[tuple[dict[str, int], float, float, str]]] = {}
+Points = dict[float, list[tuple[dict[str, int], float, float, str]]]  # budget -> (counts, tokens, loss, seed)
+
+
+def isoflop_points(rows: list[dict[str, Any]]) -> Points:
+    """The finished jobs by budget, in budget order: their parameter counts, tokens, final loss and seed."""
+    points: Points = {}
     for row in rows:
         budget, loss, counts = override(row, "trainer.flops"), finite_loss(row), row.get("parameter_counts")
         if budget is None or loss is None or not counts or not row.get("tokens"):
             continue
         points.setdefault(float(budget), []).append((counts, float(row["tokens"]), loss, override(row, "seed") or ""))
+    return dict(sorted(points.items()))
+
+
+def isoflop_fit(rows: list[dict[str, Any]]) -> IsoFlop:
+    """Fit every budget and seed, then the exponents across budgets; IsoFlopRefused names what is missing."""
+    points = isoflop_points(rows)
     if len(points) < 2:
         raise IsoFlopRefused(f"{len(points)} budget(s) finished: exponents across budgets need at least 2")
-    fit = IsoFlop(dict(sorted(points.items())))
+    fit = IsoFlop(points)
     seeds = sorted({seed for jobs in points.values() for *_, seed in jobs})
     for count in COUNTS:
         fit.optima[count] = {}

@@ -129,7 +129,7 @@ def finish(config: DictConfig, stopped: str | None = None, total: int | None = N
         from src.sweeps.analysis import summary_text  # the analysis only once the sweep is done
 
         table, fit, residuals = summary_text(rows)
-        from src.sweeps.isoflop import is_isoflop, isoflop_text
+        from src.sweeps.isoflop import is_isoflop, isoflop_points, isoflop_text
 
         isoflop = None
         if is_isoflop(rows):  # budgets x sizes: the isoFLOP curves and exponents
@@ -141,8 +141,8 @@ def finish(config: DictConfig, stopped: str | None = None, total: int | None = N
 
         figure = sweep_figure(rows, sorted(swept_keys(config.hydra)), fit, residuals)
         save_png(figure, str(sweep_dir / "summary.png"))
-        if isoflop is not None:
-            save_png(isoflop_figure(isoflop), str(sweep_dir / "isoflop.png"))
+        if is_isoflop(rows):
+            save_png(isoflop_figure(isoflop_points(rows), isoflop), str(sweep_dir / "isoflop.png"))
         from src.training.tensorboard import watch_command  # every job's curves, named by what it swept
 
         print(f"\n{table}\n\nsummary: {sweep_dir / 'summary.md'}, plot: {sweep_dir / 'summary.png'}")
