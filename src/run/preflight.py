@@ -492,6 +492,12 @@ def plan(cfg: DictConfig) -> Plan:
         resume = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir, prefer="last")
         checkpoint = read_checkpoint(resume)
     corpus = open_text(cfg.data)
+    test = cfg.data.test_fraction
+    splits = split_lengths(corpus.num_tokens, cfg.data.val_fraction, test)
+    budget, settled = None, dict(scaled)
+    if cfg.trainer.get("flops") is not None:  # before a resume is checked against trainer.max_steps
+        budget = plan_budget(cfg, len(corpus.vocab), splits["train"])
+        settle(cfg, {"trainer.max_steps": budget.steps})
     if checkpoint is None:
         tokenizer = CharTokenizer(corpus.vocab)
     else:
@@ -500,17 +506,14 @@ def plan(cfg: DictConfig) -> Plan:
         tokenizer = check_resume(checkpoint, resume, cfg, corpus)
     if tokenizer.vocab != corpus.vocab:  # a checkpoint's larger vocabulary: the text encoded with its ids
         corpus = open_corpus(corpus.source, cfg.data.cache_dir, tokenizer.vocab)
+        budget = plan_budget(cfg, tokenizer.vocab_size, splits["train"]) if budget is not None else None
     datamodule.tokenizer, datamodule.corpus = tokenizer, corpus  # what the plan read, not read again
-    test = cfg.data.test_fraction
-    splits = split_lengths(corpus.num_tokens, cfg.data.val_fraction, test)
     for split, n in splits.items():
         if split != "test" or test > 0:
             name = {"train": "training", "val": "validation"}.get(split, split)
             window_fits(name, n, T, (str(corpus.source), corpus.num_tokens))
     check_memory(cfg, tokenizer.vocab_size)
-    budget, settled = None, dict(scaled)
-    if cfg.trainer.get("flops") is not None:
-        budget = plan_budget(cfg, tokenizer.vocab_size, splits["train"])
+    if budget is not None:
         settled["trainer.max_steps"] = budget.steps
     settle(cfg, settled)
     with open(corpus.source, "rb") as f:  # the text's opening: the prompts' default

@@ -73,3 +73,13 @@ def test_a_budget_trains_the_steps_it_says(tmp_path, caplog):
     said = "\n".join(r.getMessage() for r in caplog.records)
     assert f"trainer.flops={7.5 * per_step:.3g}: 7 steps (trainer.max_steps) of 128 tokens" in said
     assert f"parameters: {result['parameter_counts']['all']:,} all" in said
+
+
+def test_a_budget_raised_on_resume_trains_on_to_its_steps(tmp_path):
+    """A resumed run is checked against the budget's steps, not trainer.max_steps (a sweep job resumed)."""
+    N = 2 * (4 * 32 * 32 + 2 * 32 * 128) + 32 * 65
+    per_step = 8 * 16 * (6 * N + 12 * 2 * 32 * 16)
+    run, fast = tmp_path / "run", ("data.val_tokens=2000", "trainer.num_sanity_val_steps=0")
+    train_in_process(run, f"trainer.flops={4.5 * per_step}", *fast)
+    train_in_process(run, f"trainer.flops={9.5 * per_step}", "trainer.max_steps=3", "ckpt_path=last", *fast)
+    assert json.loads((run / "result.json").read_text())["steps"] == 9
