@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("src.exercises",),  # a learner's own pieces of the notes, swapped in for the reference's
     ("src.data",),  # the text: corpus, tokenizer, token cache, windows, DataModule
     ("src.sweeps.analysis",),  # after a sweep: seed groups, the fit, the tables (numbers only)
+    ("src.sweeps.isoflop",),  # after an isoFLOP sweep: the parabolas, the optima, the exponents (numbers only)
     ("src.plots",),  # figures of attention: TensorBoard's maps, plot_attention's PNG
     ("src.sweeps.figure",),  # a sweep's summary.png, drawn from the analysis' numbers
     ("src.training",),  # the Lightning pieces: GPTModule, callbacks, checkpoints, optimizer

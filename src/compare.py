@@ -1,4 +1,5 @@
-"""Is a difference real? Compare configurations over seeds: mean, spread and Welch's t-test.
+"""Is a difference real, and what is it worth? Compare configurations over seeds: mean, spread, Welch's
+t-test, and the compute multiplier.
 
     python -m src.compare outputs/multirun/2026-11-25/01-02-03            # one sweep, grouped by configuration
     python -m src.compare RUN_DIR RUN_DIR ... SWEEP_DIR --target 1.88     # any runs and sweeps together
@@ -7,6 +8,14 @@ Runs are grouped by configuration (src/sweeps/analysis.configuration); the first
 --baseline names, is the baseline. --target adds the speedrun's rule, a one-sided t-test that the mean
 is below it (modded-nanogpt asks p < 0.01). A group of one run, and runs of different texts or
 validation splits, are refused (docs/sweeps.md). The tests are scipy.stats's.
+
+The compute multiplier of a group B over the baseline A at a loss L (nanochat's scripts/compare.py): the
+compute A needs to reach L over the compute B needs, C_A(L) / C_B(L); 2 means B reaches L with half the
+FLOPs. C_run(L) is read off the run's validations (result.json's val_curve, C = FLOPs per token x tokens
+per step x step), interpolated piecewise-linearly in (log C, log loss) on its best-so-far curve. L is
+--at-loss, else the highest best val loss of the two groups' runs (one every run reached); a run that
+never reached L is extrapolated along its last segment, and the multiplier marked *. Its spread over seeds:
+exp of the 95 % Welch interval of mean log C_A - mean log C_B.
 """
 
 from __future__ import annotations
@@ -55,6 +64,83 @@ class Run:
     configuration: tuple[str, ...]
     value: float
     data: tuple
+    curve: list[tuple[float, float]] | None = None  # (training FLOPs, val loss) at each validation; None: unknown
+
+
+def compute_curve(row: dict) -> list[tuple[float, float]] | None:
+    """(FLOPs, val loss) of each validation after step 0, from result.json (runs before issue 46: None)."""
+    curve, per_token, tokens, steps = (row.get(k) for k in ("val_curve", "flops_per_token", "tokens", "steps"))
+    if not curve or not per_token or not tokens or not steps:
+        return None
+    per_step = per_token * tokens / steps
+    return [(per_step * step, loss) for step, loss in curve if step > 0 and math.isfinite(loss)] or None
+
+
+def compute_to_reach(curve: list[tuple[float, float]], loss: float) -> tuple[float, bool]:
+    """(the FLOPs at which the run's best-so-far val loss first reaches `loss`, extrapolated or not):
+    piecewise-linear in (log C, log loss); past the last validation, the last segment extended (inf where
+    it does not go down)."""
+    best, points = math.inf, []
+    for flops, value in curve:
+        best = min(best, value)
+        points.append((math.log(flops), math.log(best)))
+    target = math.log(loss)
+    if points[0][1] <= target:
+        return math.exp(points[0][0]), False  # reached at the first validation (no earlier point to read)
+    for (x0, y0), (x1, y1) in zip(points, points[1:], strict=False):
+        if y1 <= target:
+            return math.exp(x0 + (target - y0) * (x1 - x0) / (y1 - y0)), False
+    if len(points) < 2 or points[-1][1] >= points[-2][1]:
+        return math.inf, True
+    (x0, y0), (x1, y1) = points[-2:]
+    return math.exp(x1 + (target - y1) * (x1 - x0) / (y1 - y0)), True
+
+
+@dataclass
+class Multiplier:
+    """C_A(L) / C_B(L) of the groups' geometric means, its 95 % interval, whether any run was extrapolated."""
+
+    value: float
+    low: float
+    high: float
+    extrapolated: bool
+    loss: float
+
+    def cell(self) -> str:
+        if math.isinf(self.value):
+            return f"never reached {self.loss:.4f}"
+        mark = "*" if self.extrapolated else ""
+        return f"{self.value:.3g}{mark} [{self.low:.3g}, {self.high:.3g}] at {self.loss:.4f}"
+
+
+def compute_multiplier(baseline: list[Run], variant: list[Run], at_loss: float | None = None) -> Multiplier | None:
+    """The compute multiplier of `variant` over `baseline` at `at_loss` (default: the highest best val loss
+    of their runs); None when a run has no curve."""
+    runs = baseline + variant
+    if any(run.curve is None for run in runs):
+        return None
+    loss = at_loss if at_loss is not None else max(run.value for run in runs)
+    reached = {id(run): compute_to_reach(run.curve, loss) for run in runs}
+    extrapolated = any(reached[id(run)][1] for run in runs)
+    if any(not math.isfinite(reached[id(run)][0]) for run in runs):
+        return Multiplier(math.inf, math.inf, math.inf, True, loss)
+    logs = [[math.log(reached[id(run)][0]) for run in group] for group in (baseline, variant)]
+    difference = statistics.fmean(logs[0]) - statistics.fmean(logs[1])
+    low, high = welch_interval(logs[0], logs[1])
+    return Multiplier(math.exp(difference), math.exp(low), math.exp(high), extrapolated, loss)
+
+
+def welch_interval(a: list[float], b: list[float], confidence: float = 0.95) -> tuple[float, float]:
+    """The confidence interval of mean(a) - mean(b) with Welch's degrees of freedom (scipy.stats's t)."""
+    from scipy import stats
+
+    difference = statistics.fmean(a) - statistics.fmean(b)
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    if va + vb == 0.0:
+        return difference, difference
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * math.sqrt(va + vb)
+    return difference - half, difference + half
 
 
 def data_of(run_dir: Path) -> tuple:
@@ -82,7 +168,7 @@ def find_runs(directories: list[Path], metric: str) -> list[Run]:
             value = finite_loss(row, metric)
             if value is not None:  # a failed or unfinished run has no number to compare
                 overrides = configuration(row.get("overrides", []))
-                runs.append(Run(result.parent, overrides, value, data_of(result.parent)))
+                runs.append(Run(result.parent, overrides, value, data_of(result.parent), compute_curve(row)))
     return runs
 
 
@@ -111,7 +197,13 @@ def label(configuration: tuple[str, ...]) -> str:
     return " ".join(configuration) or "(defaults)"
 
 
-def report(groups: dict[tuple[str, ...], list[Run]], baseline: str | None, target: float | None, metric: str) -> str:
+def report(
+    groups: dict[tuple[str, ...], list[Run]],
+    baseline: str | None,
+    target: float | None,
+    metric: str,
+    at_loss: float | None = None,
+) -> str:
     keys = list(groups)
     if baseline is not None:
         chosen = [k for k in keys if baseline in label(k)]
@@ -124,20 +216,24 @@ def report(groups: dict[tuple[str, ...], list[Run]], baseline: str | None, targe
         keys.insert(0, chosen[0])
     base = [r.value for r in groups[keys[0]]]
     lines = [
-        f"{metric} by configuration (baseline: {label(keys[0])}); p: Welch's two-sided t-test against the baseline",
+        f"{metric} by configuration (baseline: {label(keys[0])}); p: Welch's two-sided t-test against the baseline; "
+        f"compute multiplier: the baseline's FLOPs to reach the loss over the group's [95 % interval over seeds] "
+        f"(* extrapolated)",
         "",
-        "| configuration | runs | mean | std | min | max | mean - baseline | p |"
+        "| configuration | runs | mean | std | min | max | mean - baseline | p | compute multiplier |"
         + (f" below {target}: p (one-sided) |" if target is not None else ""),
-        "| --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if target is not None else ""),
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if target is not None else ""),
     ]
     for i, key in enumerate(keys):
         values = [r.value for r in groups[key]]
         mean, std = statistics.fmean(values), statistics.stdev(values)
         if i == 0:
-            versus = "| - | - |"
+            versus = "| - | - | - |"
         else:
             _, _, p = welch(values, base)
-            versus = f"| {mean - statistics.fmean(base):+.4f} | {p:.3g} |"
+            multiplier = compute_multiplier(groups[keys[0]], groups[key], at_loss)
+            worth = multiplier.cell() if multiplier is not None else "- (no val_curve in result.json)"
+            versus = f"| {mean - statistics.fmean(base):+.4f} | {p:.3g} | {worth} |"
         spread = f"{mean:.4f} | {std:.4f} | {min(values):.4f} | {max(values):.4f}"
         row = f"| {label(key)} | {len(values)} | {spread} {versus}"
         if target is not None:
@@ -159,14 +255,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--target", type=float, help="the speedrun's target: is each group's mean below it?")
     parser.add_argument("--baseline", help="text in the label of the group the others are compared with")
     parser.add_argument("--metric", default="best_val_loss", help="a number of result.json (best_val_loss)")
+    parser.add_argument("--at-loss", type=float, help="the val loss the compute multiplier is read at")
     args = parser.parse_args(argv)
     if args.target is not None and not math.isfinite(args.target):
         refuse(f"--target must be a finite number, got {args.target}")
+    if args.at_loss is not None and not (math.isfinite(args.at_loss) and args.at_loss > 0):
+        refuse(f"--at-loss must be a positive val loss, got {args.at_loss}")
     try:
         groups = groups_of(find_runs(args.directories, args.metric))
         if not groups:
             raise Refused(f"no finished run with a finite {args.metric} under {', '.join(map(str, args.directories))}")
-        print(report(groups, args.baseline, args.target, args.metric))
+        print(report(groups, args.baseline, args.target, args.metric, args.at_loss))
     except (Refused, OSError, json.JSONDecodeError) as err:
         refuse(" ".join(str(err).split()))
 

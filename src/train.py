@@ -37,7 +37,9 @@ from src.run import preflight, record, rundir
 from src.run.cli import command
 from src.run.finish import raise_if_interrupted, report, run_name_and_keys, stops_in_one_line
 from src.training.callbacks import GracefulInterrupt, progress_bar_shown
+from src.training.flops import parameter_counts
 from src.training.gpt_module import GPTModule
+from src.training.optim import BASE_WIDTH, hidden_lr_scale
 from src.training.tensorboard import LogHyperparams, hparams_of, trial_name
 
 log = logging.getLogger(__name__)
@@ -91,6 +93,7 @@ def train(cfg: DictConfig, ready: Ready | None = None) -> float:
     started = time.time()
     where = "hydra.sweep.dir" if record.in_multirun() else "hydra.run.dir"
     plan, (datamodule, lit, trainer) = ready or plan_and_build(cfg, cfg.paths.output_dir, where)
+    preflight.settle(cfg, plan.settled)  # a second composition of the command line (Hydra's) gets them too
     if rundir.launched_run() is not None and not record.in_multirun():  # torchrun's ranks: started alike?
         from src.cluster.meeting import meet
 
@@ -103,6 +106,14 @@ def train(cfg: DictConfig, ready: Ready | None = None) -> float:
             f"{plan.tokenizer.vocab_size} | {plan.corpus.source.name}: {datamodule.describe()} | {trainer.max_steps} "
             f"steps of {cfg.data.batch_size}x{cfg.model.context_window} tokens | run dir {run_dir}"
         )
+        if cfg.model.get("scale") is not None:
+            m, lr = cfg.model, cfg.optimizer.lr * hidden_lr_scale(cfg.model)
+            rate = f"AdamW's weight matrices at lr {lr:.3g} (optimizer.lr x {BASE_WIDTH}/{m.embedding_dim})"
+            rate = rate if cfg.optimizer.name == "adamw" else f"optimizer={cfg.optimizer.name}'s rates as typed"
+            log.info(f"model.scale={m.scale}: {m.num_layers} layers, d {m.embedding_dim}, {m.num_heads} heads; {rate}")
+        if plan.budget is not None:
+            for line in plan.budget.lines(parameter_counts(lit.model)):
+                (log.warning if line.startswith("warning:") else log.info)(line)
         if plan.resume is not None:
             log.info(f"resuming from {plan.resume}")
     with rundir.hold_run_dir(run_dir) if trainer.is_global_zero else nullcontext():
@@ -132,6 +143,7 @@ def check(cfg: DictConfig, argv: list[str]) -> Ready:
         if not cfg.overwrite:
             rundir.check_rerun(typed, cfg)
     ready = plan_and_build(cfg, typed or cfg.paths.log_dir, "hydra.run.dir" if typed else "paths.log_dir")
+    preflight.check_typed_together(argv)  # after the values' own checks, still before anything is written
     if mine:
         rundir.take_run_dir(typed)
         if cfg.overwrite:  # the old run's files go, now that the directory is held
@@ -151,6 +163,7 @@ def check_point(cfg: DictConfig, point: list[str]) -> None:
     """A multirun's point, before the sweep starts: what its launcher can run (the sweeps wing, loaded then)."""
     from src.sweeps.checks import check_sweep_job
 
+    preflight.check_typed_together(point)
     check_sweep_job(cfg, point)
 
 

@@ -42,7 +42,7 @@ class NotExportable(ValueError):
 # num_kv_heads is checked apart, below). Every other option of GPTConfig must keep its default, which
 # is GPT-2's, or a value of ALSO_GPT2: a new option of the model is refused here until it is listed.
 GPT2_HOLDS = {"vocab_size", "context_window", "embedding_dim", "num_heads", "num_layers", "mlp_ratio", "dropout"}
-GPT2_HOLDS |= {"bias", "tie_weights", "fused", "norm_gain", "num_kv_heads"}
+GPT2_HOLDS |= {"bias", "tie_weights", "fused", "norm_gain", "num_kv_heads", "scale"}  # scale: sizes only
 ALSO_GPT2 = {"positional": ("learned",)}
 # Why GPT-2 has no place for an option's other values; an option not named here: it has no such option.
 WHY_NOT_GPT2 = {

@@ -18,6 +18,16 @@ off by default, and each is written beside its formula where it acts:
                                 be an induction head (Olsson et al. 2022)         attention.py
     model.attention_window=w    query i sees keys i-w+1 .. i only (sliding window)  attention.py
 
+model.scale=k is the size dial (nanochat's depth dial, at this CPU's sizes): one integer sets the three
+sizes, the width growing with the depth so that the aspect d / N_layers stays 16,
+
+    num_layers = k,   embedding_dim = d = 16 k,   num_heads = k   (each head 16 wide)
+
+k = 1..5 spans 4.2K to 390K parameters, the compute-optimal sizes (~20 tokens per parameter) of budgets
+of 1e10 to 1e12 FLOPs, which this 2-core CPU trains in seconds to minutes; k = 6 has about the default
+model's parameters (0.67M against 0.70M). The learning rate follows the width (src/training/optim.py,
+hidden_lr_scale).
+
 mlp_ratio=0 leaves the MLP out: an attention-only transformer, X_l = X_{l-1} + Attention(LN(X_{l-1})),
 the classic setting in which induction heads are studied (docs/heads.md).
 """
@@ -49,8 +59,12 @@ class GPTConfig(ModelConfig):
     norm_gain: bool = setting(True, "a learned gain after each norm")
     activation: str = setting("gelu", "gelu, relu2 (max(0, x)^2) or swiglu (SiLU(x W_1) * x W_3, then W_2)")
     value_embeddings: bool = setting(False, "V = X W_V + E_V[tokens], a table E_V per layer")
+    scale: int | None = setting(None, "k: num_layers k, embedding_dim 16k, num_heads k; AdamW's matrices at lr x 128/d")
 
     def __post_init__(self) -> None:
+        if self.scale is not None:  # the dial wins over the three sizes a preset sets
+            positive_int("model.scale", self.scale, "the size dial: k layers of width 16k, e.g. model.scale=1,2,3,4,5")
+            self.num_layers, self.embedding_dim, self.num_heads = scaled_sizes(self.scale)
         super().__post_init__()
         positive_int("model.num_layers", self.num_layers)
         non_negative_int("model.mlp_ratio", self.mlp_ratio, "0 leaves the MLP out (attention-only)")
@@ -61,6 +75,14 @@ class GPTConfig(ModelConfig):
                 f"model.bias=true gives Q, K and V one bias each of the full width, which shared keys and values "
                 f"(model.num_kv_heads={self.num_kv_heads}) do not have: set model.bias=false or model.num_kv_heads=null"
             )
+
+
+def scaled_sizes(k: int) -> tuple[int, int, int]:
+    """model.scale=k: (num_layers, embedding_dim, num_heads) = (k, 16 k, k)."""
+    return k, HEAD_WIDTH * k, k
+
+
+HEAD_WIDTH = 16  # d / h under model.scale
 
 
 class Block(nn.Module):

@@ -137,7 +137,22 @@ def register(config_name: str) -> None:
     # Trainer(...) takes every key but the objects train() hands it itself.
     target = "lightning.pytorch.Trainer"
     trainer = schema_of(Trainer, "TrainerSchema", skip=TRAINER_SET_BY_TRAIN, help=TRAINER_HELP, _target_=target)
-    store.store(group="trainer", name="trainer_schema", node=trainer)
+    store.store(group="trainer", name="trainer_schema", node=with_own_keys(trainer, TrainerOwn))
+
+
+@dataclass
+class TrainerOwn:
+    """The trainer's keys that are this project's, not the Trainer's: read by train, never handed to it."""
+
+    # Wins over trainer.max_steps (a preset's or typed): the start line says the steps it sets.
+    flops: float | None = setting(None, "a compute budget: max_steps = flops / (FLOPs per token x tokens per step)")
+
+
+def with_own_keys(schema: type, own: type) -> type:
+    """`schema` (read off a class) with the fields of `own` added, each with its line."""
+    hints = typing.get_type_hints(own)
+    added = [(f.name, hints[f.name], field(default=f.default, metadata=f.metadata)) for f in dataclasses.fields(own)]
+    return dataclasses.make_dataclass(schema.__name__, added, bases=(schema,))
 
 
 TRAINER_SET_BY_TRAIN = ("callbacks", "logger", "plugins", "enable_progress_bar")
@@ -164,8 +179,9 @@ CONFIG_DIR = PROJECT_ROOT / "conf"
 COMMON_KEYS = {
     "train": (
         "model.num_heads model.embedding_dim model.context_window model.num_layers model.positional model.dropout "
-        "model.norm model.activation data.batch_size data.path data.val_tokens data.sampling optimizer.lr "
-        "optimizer.warmup_steps trainer.max_steps trainer.val_check_interval trainer.log_every_n_steps seed "
+        "model.norm model.activation model.scale data.batch_size data.path data.val_tokens data.sampling optimizer.lr "
+        "optimizer.warmup_steps trainer.max_steps trainer.flops trainer.val_check_interval "
+        "trainer.log_every_n_steps seed "
         "ckpt_path finetune sample.prompt explorer"
     ).split(),
 }

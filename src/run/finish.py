@@ -28,6 +28,7 @@ from src.training.callbacks import (
     too_large,
     what_is_kept,
 )
+from src.training.flops import parameter_counts, training_flops_per_token
 from src.training.heads import TrackHeads
 from src.training.tensorboard import TensorBoard, watch_command
 
@@ -73,7 +74,11 @@ def write_result(cfg: DictConfig, trainer: Any, lit: Any, started: float, status
     speed = next((c.overall for c in trainer.callbacks if isinstance(c, Throughput)), None)
     tracker = next((c for c in trainer.callbacks if isinstance(c, TrackHeads)), None)
     heads = tracker.summary() if tracker is not None else None
-    ablation = tracker.ablate_each_head(lit.model) if heads is not None else None
+    ended = status is None  # a stopped run records where it stands at once, without the ablation's passes
+    ablation = tracker.ablate_each_head(lit.model) if heads is not None and ended else None
+    T = lit.model.context_window
+    per_token = training_flops_per_token(lit.model, T)
+    tokens = trainer.global_step * cfg.data.batch_size * T * trainer.accumulate_grad_batches * trainer.world_size
     record.write_result(
         cfg.paths.output_dir,
         {
@@ -82,6 +87,11 @@ def write_result(cfg: DictConfig, trainer: Any, lit: Any, started: float, status
             "best_val_loss": best,
             "best_val_bpc": best / math.log(2) if best is not None else None,
             "parameters": count_parameters(lit.model),
+            "parameter_counts": parameter_counts(lit.model),  # all, non_embedding, transformer (training/flops.py)
+            "flops_per_token": per_token,
+            "tokens": tokens,  # trained, over all ranks
+            "flops": per_token * tokens,  # the training compute C = 6N D + 12 L d T D
+            "val_curve": [[step, loss] for step, loss in lit.val_curve],  # src.compare's compute multiplier
             "tokens_per_sec": speed,
             "steps": trainer.global_step,
             "wall_seconds": time.time() - started,

@@ -3,6 +3,7 @@ resumes and the machine; `part()` builds each part once, a class's refusal said 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import errno
 import importlib
@@ -23,21 +24,23 @@ import lightning as L
 import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from src import rules
 from src.data.corpus import first_line, resolve_corpus
 from src.data.datamodule import require_two_characters, split_lengths
 from src.data.token_cache import EncodedCorpus, open_corpus
 from src.data.tokenizer import CharTokenizer, show_characters
-from src.model import parameters_of
+from src.model import build_model, parameters_of
 from src.model.checks import InvalidModelConfig
 from src.rules import ConfigError, of_type, one_line, physical_memory, unknown_key, window_fits
-from src.run.config import PRIMITIVES, SampleSchema, SweepSchema, TrainSchema, typed
+from src.run.config import PRIMITIVES, SampleSchema, SweepSchema, TrainerOwn, TrainSchema, typed
+from src.training import flops
 from src.training.callbacks import AtomicCheckpointIO, what_is_kept
 from src.training.optim import OPTIMIZERS, settings
 
 PROMPTED_CALLBACKS = ("sample_text", "attention_maps", "head_scores")
+TRAINER_OWN = {f.name for f in dataclasses.fields(TrainerOwn)}  # train reads them; the Trainer never sees them
 
 
 @dataclass
@@ -49,6 +52,38 @@ class Plan:
     prompts: dict[str, str]  # "sample" and each prompted callback -> the prompt it uses
     corpus: EncodedCorpus
     datamodule: Any  # the run's TextDataModule, not yet set up
+    budget: flops.Budget | None = None  # trainer.flops as steps
+    settled: dict[str, Any] = dataclasses.field(default_factory=dict)  # keys the budget set: key -> value
+
+
+def settle(cfg: DictConfig, settled: dict[str, Any]) -> None:
+    """Write into cfg the values the plan settled (trainer.max_steps from trainer.flops), so that every
+    reader of cfg (TensorBoard's hparams, a resume's checks, the record) sees what the run does."""
+    for key, value in settled.items():
+        OmegaConf.update(cfg, key, value, merge=False)
+
+
+def world_size(trainer_cfg: DictConfig) -> int:
+    """The processes that train together (devices x nodes), as the Trainer will count them."""
+    devices = trainer_cfg.devices
+    if isinstance(devices, ListConfig | list):
+        count = len(devices)
+    elif isinstance(devices, str) and "," in devices:
+        count = len([i for i in devices.split(",") if i.strip()])
+    elif devices in ("auto", -1, "-1"):
+        count = max(1, torch.cuda.device_count()) if training_device(trainer_cfg) == "cuda" else 1
+    else:
+        count = int(devices)
+    return count * int(trainer_cfg.get("num_nodes") or 1)
+
+
+def plan_budget(cfg: DictConfig, vocab_size: int, train_tokens: int) -> flops.Budget:
+    """trainer.flops as optimizer steps of this model (built on the meta device, counted) and batch."""
+    with torch.device("meta"):
+        model = build_model(OmegaConf.to_container(cfg.model, resolve=True), vocab_size)
+    T = cfg.model.context_window
+    per_step = cfg.data.batch_size * T * cfg.trainer.accumulate_grad_batches * world_size(cfg.trainer)
+    return flops.budget(cfg.trainer.flops, flops.training_flops_per_token(model, T), per_step, train_tokens)
 
 
 def open_text(data: DictConfig) -> EncodedCorpus:
@@ -237,6 +272,8 @@ def check_trainer(trainer: DictConfig) -> None:
     if trainer.precision is not None and str(trainer.precision) not in PRECISIONS:
         trainer_refuses("precision", trainer.precision, ", ".join(PRECISIONS))
     rules.positive_int("trainer.max_steps", trainer.max_steps, "the number of optimizer steps to train")
+    if trainer.get("flops") is not None:
+        rules.finite("trainer.flops", trainer.flops, 0.0, "a positive number of FLOPs, e.g. 1e13, or null", strict=True)
     interval = trainer.val_check_interval
     if interval is not None:
         rules.positive_int("trainer.val_check_interval", interval, "steps between validations")
@@ -383,6 +420,15 @@ def build_callbacks(cfg: DictConfig, prompts: dict[str, str], progress_bar: bool
     return callbacks
 
 
+def without_own_keys(trainer_cfg: DictConfig) -> DictConfig:
+    """The Trainer's keys of trainer_cfg (a copy, its interpolations still resolving in the whole config)."""
+    spec = copy.deepcopy(trainer_cfg)
+    with open_dict(spec):
+        for key in TRAINER_OWN:
+            spec.pop(key, None)
+    return spec
+
+
 def build_trainer(cfg: DictConfig, callbacks: list[L.Callback], logger: Any, progress_bar: bool) -> L.Trainer:
     """The Trainer, without Lightning's "GPU available: ..." lines (built before Hydra's logging is set)."""
     quiet = logging.getLogger("lightning.pytorch.utilities.rank_zero")
@@ -391,7 +437,7 @@ def build_trainer(cfg: DictConfig, callbacks: list[L.Callback], logger: Any, pro
     try:
         return part(
             "trainer",
-            cfg.trainer,
+            without_own_keys(cfg.trainer),
             callbacks=callbacks,
             logger=logger,
             enable_progress_bar=progress_bar,
@@ -401,9 +447,39 @@ def build_trainer(cfg: DictConfig, callbacks: list[L.Callback], logger: Any, pro
         quiet.setLevel(level)
 
 
+# A key that sets others, and the keys it sets: typed together on one command line they are refused (a
+# preset's values give way to the dial; a command line that types both means two things).
+SETS = {
+    "model.scale": ("model.num_layers", "model.embedding_dim", "model.num_heads"),
+    "trainer.flops": ("trainer.max_steps",),
+}
+
+
+def check_typed_together(overrides: list[str]) -> None:
+    """Refuse `model.scale=3 model.embedding_dim=64` (or trainer.flops with trainer.max_steps) on one line."""
+    typed = {o.lstrip("+~").split("=", 1)[0]: o for o in overrides if "=" in o}
+    for key, sets in SETS.items():
+        both = [typed[k] for k in sets if k in typed]
+        if key in typed and both:
+            raise ConfigError(
+                f"{typed[key]} sets {', '.join(sets)} itself, and {' '.join(both)} typed too: keep one or the other"
+            )
+
+
+def scaled_model(cfg: DictConfig) -> dict[str, Any]:
+    """The sizes model.scale sets (src/model/gpt.py's rule, read off the model's config), as settled keys."""
+    if cfg.model.get("scale") is None:
+        return {}
+    from src.model import model_config
+
+    model = model_config(OmegaConf.to_container(cfg.model, resolve=True), vocab_size=2)
+    return {f"model.{key}": getattr(model, key) for key in ("num_layers", "embedding_dim", "num_heads")}
+
+
 def plan(cfg: DictConfig) -> Plan:
     """Check a composed train config against everything it will meet; raise ConfigError naming the fix."""
     check_values(cfg)
+    settle(cfg, scaled := scaled_model(cfg))  # the sizes the memory and disk checks, and the budget, read
     check_accelerator(cfg.trainer)
     # data.*: the DataModule's own checks, before any text is read; it gets the one window length (the model's)
     T = cfg.model.context_window
@@ -416,6 +492,12 @@ def plan(cfg: DictConfig) -> Plan:
         resume = find_checkpoint(cfg.ckpt_path, cfg.paths.log_dir, prefer="last")
         checkpoint = read_checkpoint(resume)
     corpus = open_text(cfg.data)
+    test = cfg.data.test_fraction
+    splits = split_lengths(corpus.num_tokens, cfg.data.val_fraction, test)
+    budget, settled = None, dict(scaled)
+    if cfg.trainer.get("flops") is not None:  # before a resume is checked against trainer.max_steps
+        budget = plan_budget(cfg, len(corpus.vocab), splits["train"])
+        settle(cfg, {"trainer.max_steps": budget.steps})
     if checkpoint is None:
         tokenizer = CharTokenizer(corpus.vocab)
     else:
@@ -424,16 +506,19 @@ def plan(cfg: DictConfig) -> Plan:
         tokenizer = check_resume(checkpoint, resume, cfg, corpus)
     if tokenizer.vocab != corpus.vocab:  # a checkpoint's larger vocabulary: the text encoded with its ids
         corpus = open_corpus(corpus.source, cfg.data.cache_dir, tokenizer.vocab)
+        budget = plan_budget(cfg, tokenizer.vocab_size, splits["train"]) if budget is not None else None
     datamodule.tokenizer, datamodule.corpus = tokenizer, corpus  # what the plan read, not read again
-    test = cfg.data.test_fraction
-    for split, n in split_lengths(corpus.num_tokens, cfg.data.val_fraction, test).items():
+    for split, n in splits.items():
         if split != "test" or test > 0:
             name = {"train": "training", "val": "validation"}.get(split, split)
             window_fits(name, n, T, (str(corpus.source), corpus.num_tokens))
     check_memory(cfg, tokenizer.vocab_size)
+    if budget is not None:
+        settled["trainer.max_steps"] = budget.steps
+    settle(cfg, settled)
     with open(corpus.source, "rb") as f:  # the text's opening: the prompts' default
         prompts = resolve_prompts(cfg, tokenizer, f.read(1024).decode("utf-8-sig", errors="ignore")[:256])
-    return Plan(tokenizer, resume, prompts, corpus, datamodule)
+    return Plan(tokenizer, resume, prompts, corpus, datamodule, budget, settled)
 
 
 # ---------------------------------------------------------------------------- the run directory

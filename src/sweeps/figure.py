@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 
 from src.plots import DPI, KIND_COLOURS, plt  # pyplot as src.plots set it up: the Agg backend, never a window
 from src.sweeps.analysis import HEAD_KINDS, PowerLaw, finite_loss, head_value, seed_groups
+from src.sweeps.isoflop import COUNTS, IsoFlop, Points
 
 
 def _value(text: str) -> int | float | str:
@@ -210,3 +211,42 @@ def _head_panels(counts_ax: Axes, scores_ax: Axes, done: list, groups: list | No
     scores_ax.set_ylabel("best induction score (dots)", fontsize=8, color=KIND_COLOURS["induction"])
     in_context_ax.set_ylabel("in-context score, nats (x)", fontsize=8, color="tab:grey")
     scores_ax.grid(alpha=0.3)
+
+
+def isoflop_figure(points: Points, fit: IsoFlop | None) -> Figure:
+    """Left: the isoFLOP curves, final val loss against N (all parameters) per budget, the seeds' mean joined;
+    with a fit, each seed's parabola and its minimum (a star). Right, with a fit: N_opt and D_opt against C
+    under each parameter count, log-log, with the seeds' mean power law."""
+    fig, axes = plt.subplots(1, 2 if fit else 1, figsize=(11 if fit else 5.5, 4.2), dpi=DPI, squeeze=False)
+    curves = axes[0][0]
+    colours = plt.get_cmap("viridis")(np.linspace(0.0, 0.85, len(points)))
+    for colour, (budget, jobs) in zip(colours, points.items(), strict=True):
+        sizes = [counts["all"] for counts, *_ in jobs]
+        curves.scatter(sizes, [loss for _, _, loss, _ in jobs], color=colour, s=14, label=f"C = {budget:.3g}")
+        means = {n: np.mean([loss for c, _, loss, _ in jobs if c["all"] == n]) for n in sorted(set(sizes))}
+        curves.plot(list(means), list(means.values()), color=colour, alpha=0.4 if fit else 0.8, linewidth=1)
+        grid = np.geomspace(min(sizes), max(sizes), 100)
+        for optimum in fit.optima["all"][budget].values() if fit else []:
+            curves.plot(grid, optimum.parabola(np.log(grid)), color=colour, alpha=0.6, linewidth=1)
+            curves.scatter([optimum.n_opt], [optimum.parabola(optimum.parabola.x_min)], color=colour, marker="*", s=80)
+    curves.set(xscale="log", xlabel="parameters N (all)", ylabel="final val loss", title="isoFLOP curves")
+    curves.grid(alpha=0.3)
+    curves.legend(fontsize=8)
+    if fit is not None:
+        laws = axes[0][1]
+        budgets = np.asarray(list(fit.points))
+        for colour, count in zip(("tab:blue", "tab:orange", "tab:green"), COUNTS, strict=True):
+            for what, marker, line, exponents in (("N_opt", "o", "-", fit.alpha), ("D_opt", "s", "--", fit.beta)):
+                values = [[getattr(o, what.lower()) for o in fit.optima[count][C].values()] for C in budgets]
+                means = np.exp([np.mean(np.log(v)) for v in values])
+                slope = float(np.mean(exponents[count]))
+                offset = float(np.mean(np.log(means) - slope * np.log(budgets)))
+                laws.plot(budgets, np.exp(offset) * budgets**slope, line, color=colour, linewidth=1)
+                label = f"{what} ({count}) ~ C^{slope:.2f}"
+                laws.scatter(budgets, means, color=colour, marker=marker, s=18, label=label)
+        laws.set(xscale="log", yscale="log", xlabel="budget C (FLOPs)", ylabel="N_opt, D_opt (tokens)")
+        laws.set_title("compute-optimal size and tokens")
+        laws.grid(alpha=0.3, which="both")
+        laws.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

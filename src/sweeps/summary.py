@@ -129,16 +129,24 @@ def finish(config: DictConfig, stopped: str | None = None, total: int | None = N
         from src.sweeps.analysis import summary_text  # the analysis only once the sweep is done
 
         table, fit, residuals = summary_text(rows)
+        from src.sweeps.isoflop import is_isoflop, isoflop_points, isoflop_text
+
+        isoflop = None
+        if is_isoflop(rows):  # budgets x sizes: the isoFLOP curves and exponents
+            text, isoflop = isoflop_text(rows)
+            table += f"\n\n{text}"
         swept = swept_keys(config.hydra)
         fixed = [o for o in config.hydra.overrides.task if o.split("=", 1)[0].lstrip("+~") not in swept]
         every = f"Every job: `{' '.join(fixed)}`\n\n" if fixed else ""
         # Named as Hydra names it (<date>/<time>), not by this machine's folders: the file is made to be shared
         (sweep_dir / "summary.md").write_text(f"# Sweep {sweep_dir.parent.name}/{sweep_dir.name}\n\n{every}{table}\n")
         from src.plots import save_png  # matplotlib too
-        from src.sweeps.figure import sweep_figure
+        from src.sweeps.figure import isoflop_figure, sweep_figure
 
         figure = sweep_figure(rows, sorted(swept), fit, residuals)
         save_png(figure, str(sweep_dir / "summary.png"))
+        if is_isoflop(rows):
+            save_png(isoflop_figure(isoflop_points(rows), isoflop), str(sweep_dir / "isoflop.png"))
         from src.training.tensorboard import watch_command  # every job's curves, named by what it swept
 
         print(f"\n{table}\n\nsummary: {sweep_dir / 'summary.md'}, plot: {sweep_dir / 'summary.png'}")

@@ -19,13 +19,11 @@ import torch
 from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint, TQDMProgressBar
 from lightning.pytorch.plugins.io import TorchCheckpointIO
-from torch import nn
 
 from src.data.corpus import fsync
-from src.model.attention import MultiHeadAttention, SingleHeadSelfAttention
-from src.model.layers import TokenAndPositionEmbedding
 from src.rules import finite, positive_int
 from src.training import STOP_SIGNALS
+from src.training.flops import training_flops_per_token
 
 log = logging.getLogger(__name__)
 
@@ -54,28 +52,8 @@ def reported_validation(trainer: L.Trainer) -> bool:
     return trainer.state.fn == "fit" and (not trainer.sanity_checking or validates_step_zero(trainer))
 
 
-# FLOPs per token of a training step (forward + backward), as nanoGPT's estimate_mfu (after the PaLM
-# paper, appendix B): 6 N for the N weights that multiply activations (2 forward, 4 backward), plus
-# 12 d T per attention layer of width d over T keys (Q K^T and the weighted V). A CPU has no stable peak
-# FLOP/s (a probe at start-up read impossible values on a shared machine: BENCHMARKS.md, "Sampling and
-# MFU"), so on a CPU MFU is shown only with peak_flops set.
-
-
-def matmul_weights(model: nn.Module) -> int:
-    """N: the entries of the weight matrices that multiply activations, the W_... of the notes. Not the
-    parameter count (src/model's parameters_of): embedding tables are looked up, not multiplied (the
-    token table E counts only as a tied LM head), and biases and gains are added."""
-    n = sum(p.numel() for name, p in model.named_parameters() if name.rsplit(".", 1)[-1].startswith("W_"))
-    if getattr(model.cfg, "tie_weights", False):
-        n += sum(m.E.numel() for m in model.modules() if isinstance(m, TokenAndPositionEmbedding))
-    return n
-
-
-def training_flops_per_token(model: nn.Module, T: int) -> int:
-    """Forward + backward FLOPs per token of a (B, T) training batch: 6N + 12 * L * d * T."""
-    attention = (MultiHeadAttention, SingleHeadSelfAttention)
-    width = sum(m.W_Q.shape[1] for m in model.modules() if isinstance(m, attention))  # L * d for a GPT
-    return 6 * matmul_weights(model) + 12 * width * T
+# A CPU has no stable peak FLOP/s (a probe at start-up read impossible values on a shared machine:
+# BENCHMARKS.md, "Sampling and MFU"), so on a CPU MFU is shown only with peak_flops set.
 
 
 def compute_dtype(precision: str) -> torch.dtype:

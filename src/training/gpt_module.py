@@ -22,7 +22,7 @@ from src.model import build_model
 from src.model.language_model import CausalLanguageModel
 from src.model.layers import cross_entropy
 from src.training.callbacks import is_logging_step, validates_step_zero
-from src.training.optim import apply_settings, build_optimizer, build_schedule
+from src.training.optim import apply_settings, build_optimizer, build_schedule, hidden_lr_scale
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +111,7 @@ class GPTModule(L.LightningModule):
         self.best_val_step: int | None = None  # the step of the last new best val/loss seen in this process
         self._parameter_list: list[torch.nn.Parameter] | None = None  # what clipping sees, listed once
         self.trained_steps = 0  # set by from_checkpoint: the optimizer steps behind these weights
+        self.val_curve: list[tuple[int, float]] = []  # (step, val loss) of each reported validation: result.json
         # The first step whose loss was NaN or infinite (NEVER: none yet), on the device: no host sync. Not
         # a buffer: DDP re-broadcasts buffers from rank 0 before every forward, erasing what another saw.
         self._first_nonfinite_step: Tensor | None = None
@@ -186,6 +187,9 @@ class GPTModule(L.LightningModule):
             log_at_step(self.trainer, {**metrics, "best_val_loss": self.best_val_loss})
         elif validates_step_zero(self.trainer):
             log_at_step(self.trainer, metrics)  # the untrained model: where both loss curves start
+        else:
+            return
+        self.val_curve.append((self.global_step, metrics["val/loss"]))
 
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         self._eval_step("test", batch)
@@ -197,6 +201,7 @@ class GPTModule(L.LightningModule):
         cfg = dict(self.hparams.optimizer)
         if cfg.get("decay_steps") is None:
             cfg["decay_steps"] = self.trainer.max_steps
+        cfg["hidden_lr_scale"] = hidden_lr_scale(vars(self.model.cfg))  # model.scale's width rule
         return cfg
 
     def configure_optimizers(self) -> dict[str, Any]:
@@ -267,6 +272,7 @@ class GPTModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.check_finite()  # never replace a good checkpoint with a diverged state
         checkpoint["best_val_loss"] = self.best_val_loss
+        checkpoint["val_curve"] = self.val_curve
         # Dropout's generators: a resumed run continues their streams, each rank its own (rank 0 writes).
         checkpoint["rng"] = self.rng_state()
         if self.trainer.world_size > 1:
@@ -280,6 +286,7 @@ class GPTModule(L.LightningModule):
         """Restore the random streams the run was saved with, as far as this machine allows, and say
         what could not be (another number of processes, another kind or count of device)."""
         self.best_val_loss = checkpoint.get("best_val_loss", math.inf)
+        self.val_curve = [(step, loss) for step, loss in checkpoint.get("val_curve", [])]
         rng, lost = checkpoint.get("rng", {}), []
         world, rank = self.trainer.world_size, self.trainer.global_rank
         ranks = checkpoint.get("rng_ranks") or [rng]

@@ -131,14 +131,29 @@ def split_parameters(model: nn.Module, opt: Settings) -> tuple[list[nn.Parameter
     return first, rest
 
 
-def group_settings(opt: Settings) -> list[dict[str, Any]]:
-    """The settings of split_parameters' two groups: Muon's and AdamW's under Muon."""
+BASE_WIDTH = 128  # about the default model's width (120), where optimizer.lr was tuned: model.scale=8's
+
+
+def hidden_lr_scale(model_cfg: Mapping[str, Any]) -> float:
+    """AdamW's rate for the weight matrices under model.scale: lr x BASE_WIDTH / d (muP for Adam, Yang et
+    al. 2022, table 3: an Adam update moves each entry by about lr, so a matrix's output moves ~ lr x
+    fan_in; lr ~ 1/d keeps that step the same at every width). Embeddings, gains and biases keep lr (their
+    fan_in does not grow). 1 without the dial: a rate typed for one model stays the rate it trains with."""
+    scale = model_cfg.get("scale")
+    return 1.0 if scale is None else BASE_WIDTH / model_cfg["embedding_dim"]
+
+
+def group_settings(opt: Settings, hidden_scale: float = 1.0) -> list[dict[str, Any]]:
+    """The settings of split_parameters' two groups: Muon's and AdamW's under Muon. hidden_scale multiplies
+    AdamW's rate of the weight matrices (hidden_lr_scale); SGD's and Muon's rates keep (muP leaves plain
+    SGD's hidden rate alone, and Muon's orthogonalised update has its size from its shape)."""
     if isinstance(opt, Muon):
         muon = {"lr": opt.lr, "weight_decay": opt.weight_decay, "momentum": opt.momentum, "nesterov": opt.nesterov}
         muon |= {"muon": True, "ns_steps": opt.ns_steps, "ns_dtype": opt.ns_dtype}
         return [muon, {"muon": False, "lr": opt.adam_lr, "weight_decay": 0.0, "betas": tuple(opt.betas)}]
     kind = {"betas": tuple(opt.betas)} if isinstance(opt, AdamW) else {"momentum": opt.momentum}
-    return [{"lr": opt.lr, "weight_decay": opt.weight_decay, **kind}, {"lr": opt.lr, "weight_decay": 0.0, **kind}]
+    matrices = opt.lr * (hidden_scale if isinstance(opt, AdamW) else 1.0)
+    return [{"lr": matrices, "weight_decay": opt.weight_decay, **kind}, {"lr": opt.lr, "weight_decay": 0.0, **kind}]
 
 
 @dataclass
@@ -161,7 +176,7 @@ class WarmupCosine:
 
 def build_optimizer(model: nn.Module, cfg: Mapping[str, Any]) -> torch.optim.Optimizer:
     opt = settings(cfg)
-    parameters, kept = split_parameters(model, opt), group_settings(opt)
+    parameters, kept = split_parameters(model, opt), group_settings(opt, cfg.get("hidden_lr_scale", 1.0))
     groups = [{"params": params, **group} for params, group in zip(parameters, kept, strict=True)]
     if isinstance(opt, Muon):
         from src.training.muon import MuonWithAdamW  # optimizer=muon only
@@ -188,7 +203,7 @@ def apply_settings(
     cfg["decay_steps"]."""
     opt = settings(cfg)
     shape = schedule_shape(opt, cfg["decay_steps"])
-    kept = group_settings(opt)
+    kept = group_settings(opt, cfg.get("hidden_lr_scale", 1.0))
     schedule.lr_lambdas = [shape] * len(optimizer.param_groups)
     schedule.base_lrs = [group["lr"] for group in kept]
     for group, now in zip(optimizer.param_groups, kept, strict=True):

@@ -20,13 +20,17 @@ FIXED = {  # best val losses of three configurations, 3 to 5 seeds, spreads far 
 }
 
 
-def fake_run(root: Path, name: str, loss: float, overrides: list[str], data_path: str | None = None) -> Path:
-    """A run directory as training leaves it, as far as the comparison reads it."""
+def fake_run(
+    root: Path, name: str, loss: float, overrides: list[str], data_path: str | None = None, curve: list | None = None
+) -> Path:
+    """A run directory as training leaves it, as far as the comparison reads it; curve: its (step, val loss)."""
     run = root / name
     (run / ".hydra").mkdir(parents=True)
     data = {"path": data_path, "val_fraction": 0.1, "test_fraction": 0.0, "val_tokens": 120000, "batch_size": 32}
     (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"data": data, "seed": 1}))
     result = {"overrides": overrides, "status": "ok", "best_val_loss": loss, "steps": 10}
+    if curve is not None:  # 1,000 FLOPs per token, 100 tokens per step: 1e5 FLOPs a step
+        result |= {"val_curve": curve, "steps": curve[-1][0], "tokens": 100 * curve[-1][0], "flops_per_token": 1000}
     (run / "result.json").write_text(json.dumps(result))
     return run
 
@@ -57,8 +61,8 @@ def test_a_sweep_is_grouped_by_configuration_and_compared_with_the_baseline(tmp_
     p = stats.ttest_ind(FIXED["b"], FIXED["a"], equal_var=False).pvalue
     assert rows["model.norm=rms"][5:7] == [f"{1.8628333 - 1.8804:+.4f}", f"{p:.3g}"]
     assert p < 0.001
-    assert rows["model.norm=rms"][7] == f"yes: {stats.ttest_1samp(FIXED['b'], 1.88, alternative='less').pvalue:.3g}"
-    assert rows["model.norm=layer"][7].startswith("not shown: ")  # mean 1.8804, not below 1.88
+    assert rows["model.norm=rms"][8] == f"yes: {stats.ttest_1samp(FIXED['b'], 1.88, alternative='less').pvalue:.3g}"
+    assert rows["model.norm=layer"][8].startswith("not shown: ")  # mean 1.8804, not below 1.88
 
 
 def test_runs_and_sweeps_mix_and_the_baseline_can_be_chosen(tmp_path):
@@ -111,3 +115,42 @@ def test_runs_without_spread_get_a_certain_answer_not_nan():
 
     assert welch([1.5, 1.5], [1.5, 1.5])[2] == 1.0 and welch([1.5, 1.5], [1.7, 1.7])[2] == 0.0
     assert below_target([1.5, 1.5], 1.88) == 0.0 and below_target([1.9, 1.9], 1.88) == 1.0
+
+
+def loss_at(step: float, seed: int) -> float:
+    """A synthetic val loss curve: a power law in the steps, a little different per seed."""
+    return 1.4 + (2.8 + 0.05 * seed) * (step / 10) ** -0.35
+
+
+def curve_sweep(root: Path, key: str, speedup: dict[str, float], seeds: int = 3) -> Path:
+    """Jobs of `key=value` over seeds whose validations see the baseline's losses at 1/speedup[value] of its steps."""
+    job = 0
+    for value, faster in speedup.items():
+        for seed in range(seeds):
+            curve = [[int(step / faster), loss_at(step, seed)] for step in range(10, 210, 10)]
+            overrides = [f"{key}={value}", f"seed={seed}"]
+            fake_run(root, str(job), min(loss for _, loss in curve), overrides, curve=curve)
+            job += 1
+    return root
+
+
+def test_the_compute_multiplier_of_a_set_against_itself_is_one_and_against_twice_as_fast_two(tmp_path):
+    from src.compare import compute_multiplier, find_runs, groups_of
+
+    root = curve_sweep(tmp_path / "sweep", "model.norm", {"layer": 1.0, "rms": 2.0})
+    groups = list(groups_of(find_runs([root], "best_val_loss")).values())
+    itself = compute_multiplier(groups[0], groups[0])
+    assert itself.value == pytest.approx(1.0) and not itself.extrapolated
+    twice = compute_multiplier(groups[0], groups[1])  # rms reaches every loss in half the steps
+    assert twice.value == pytest.approx(2.0) and twice.low <= 2.0 <= twice.high and not twice.extrapolated
+    assert compute_multiplier(groups[1], groups[0]).value == pytest.approx(0.5)
+    lower = compute_multiplier(groups[0], groups[1], at_loss=1.6)  # below the baseline's last validation
+    assert lower.extrapolated and lower.value == pytest.approx(2.0, rel=0.05)
+
+
+def test_the_compute_multiplier_column_marks_an_extrapolated_value(tmp_path):
+    root = curve_sweep(tmp_path / "sweep", "model.norm", {"layer": 1.0, "rms": 2.0})
+    rows = table_rows(run_main("compare", str(root)).stdout)
+    assert rows["model.norm=rms"][7].startswith("2 [") and rows["model.norm=layer"][7] == "-"
+    rows = table_rows(run_main("compare", str(root), "--at-loss", "1.6").stdout)
+    assert re.match(r"2(\.0\d*)?\* \[", rows["model.norm=rms"][7]) and rows["model.norm=rms"][7].endswith("at 1.6000")

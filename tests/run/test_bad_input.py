@@ -127,6 +127,21 @@ TRAIN_CASES = {
     "muon adam_lr 0": (["optimizer=muon", "optimizer.adam_lr=0"], r"optimizer.adam_lr must be a positive finite"),
     "muon momentum 1": (["optimizer=muon", "optimizer.momentum=1"], r"optimizer.momentum must be in \[0, 1\) for Muon"),
     "muon ns_dtype": (["optimizer=muon", "optimizer.ns_dtype=float16"], r"optimizer.ns_dtype .*float32.*bfloat16"),
+    # Issue 46: compute budgets and the size dial.
+    "flops 0": (["trainer.flops=0"], r"trainer.flops must be a positive number of FLOPs, e.g. 1e13, or null, got 0"),
+    "flops negative": (["trainer.flops=-1e12"], r"trainer.flops must be a positive number of FLOPs"),
+    "flops below one step": (
+        ["trainer.flops=1e6"],
+        r"trainer.flops=1e\+06 is less than one step .*: raise trainer.flops",
+    ),
+    "scale 0": (["model.scale=0"], r"model.scale must be a positive integer, got 0: the size dial"),
+    "scale negative": (["model.scale=-2"], r"model.scale must be a positive integer, got -2"),
+    "scale with a size typed": (
+        ["model.scale=3", "model.embedding_dim=64"],
+        r"model.scale=3 sets model.num_layers, model.embedding_dim, model.num_heads itself, and "
+        r"model.num_layers=2 model.embedding_dim=64 model.num_heads=2 typed too: keep one or the other",
+    ),
+    "flops with max_steps typed": (["trainer.flops=1e12"], r"trainer.flops=1e12 sets trainer.max_steps itself"),
     "a second window key": (["data.context_window=8"], r"'data.context_window': did you mean model.context_window\?"),
 }
 

@@ -11,7 +11,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from src.model import build_model
 from src.training import callbacks
-from src.training.callbacks import Throughput, compute_dtype, matmul_weights, peak_flops, training_flops_per_token
+from src.training.callbacks import Throughput, compute_dtype, peak_flops
+from src.training.flops import matmul_weights, training_flops_per_token
 from src.training.gpt_module import GPTModule
 from tests.helpers import scalars
 
