@@ -119,11 +119,11 @@ def place(loss: float, result: Ladder) -> str:
     val, top = result.val, len(result.val) - 1
     best = min(range(len(val)), key=val.__getitem__)
     if loss <= val[best]:
-        where = f"below every n-gram model of this text (the best, the {gram(best)}: {val[best]:.2f})"
+        where = f"below every n-gram model of this text (the best, the {gram(best)}: {val[best]:.3f})"
     elif loss > val[0]:
-        where = f"above even the unigram model of this text ({val[0]:.2f})"
+        where = f"above even the unigram model of this text ({val[0]:.3f})"
     else:
         n = max(k for k in range(best + 1) if val[k] >= loss)
-        where = f"between the {gram(n)} ({val[n]:.2f}) and the {gram(n + 1)} ({val[n + 1]:.2f}) models of this text"
-    memorises = f"the {gram(top)} memorises (train H_{top} {result.train[top]:.2f}, val {val[top]:.2f})"
-    return f"val loss {loss:.2f}: {where}; {memorises}"
+        where = f"between the {gram(n)} ({val[n]:.3f}) and the {gram(n + 1)} ({val[n + 1]:.3f}) models of this text"
+    memorises = f"the {gram(top)} memorises (train H_{top} {result.train[top]:.3f}, val {val[top]:.3f})"
+    return f"val loss {loss:.3f}: {where}; {memorises}"

@@ -21,6 +21,7 @@ from src.model.language_model import count_parameters
 from src.run import preflight, record
 from src.run.cli import fail
 from src.training import exit_status
+from src.training.bands import ReferenceBand
 from src.training.callbacks import (
     CheckpointWriteError,
     GracefulInterrupt,
@@ -82,6 +83,7 @@ def write_result(cfg: DictConfig, trainer: Any, lit: Any, started: float, ladder
     best = validated_loss(lit)
     speed = next((c.overall for c in trainer.callbacks if isinstance(c, Throughput)), None)
     heads = next((c.summary() for c in trainer.callbacks if isinstance(c, TrackHeads)), None)
+    band = next((c.summary() for c in trainer.callbacks if isinstance(c, ReferenceBand)), None)
     ngram = None
     if ladder is not None:
         ngram = {**ladder.to_dict(), "placed": place(best, ladder) if best is not None else None}
@@ -98,6 +100,7 @@ def write_result(cfg: DictConfig, trainer: Any, lit: Any, started: float, ladder
             "wall_seconds": time.time() - started,
             "best_checkpoint": best_checkpoint(trainer),
             "heads": heads,  # the last validation's head scores (src/training/heads.py), or None
+            "band": band,  # each validation against the reference band of its config (src/training/bands.py)
             "ngram": ngram,  # the text's n-gram ladder (src/data/ngram.py) and the best val loss on it
         },
     )
