@@ -14,11 +14,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import multiprocessing
 import os
 import platform
 import statistics
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +54,14 @@ def cpu_name() -> str:
         return platform.processor()
 
 
-def seed_curve(overrides: list[str], seed: int, run_dir: Path) -> dict[str, float]:
-    """The val curve of one seed, trained by train(cfg) with a Curve callback beside the config's own."""
+def seed_curve(overrides: list[str], seed: int, run_dir: Path, threads: int | None = None) -> dict[str, float]:
+    """The val curve of one seed, trained by train(cfg) with a Curve callback beside the config's own;
+    threads: torch's threads for it (None: torch's default)."""
     from src.train import plan_and_build, train
+
+    os.environ.setdefault("PROJECT_ROOT", str(ROOT))
+    if threads is not None:
+        torch.set_num_threads(threads)
 
     after = ["~logger", "sample.max_new_tokens=0", "explorer=false", "callbacks.band=null", "progress_bar=false"]
     cfg = compose("train", [*overrides, f"seed={seed}", f"paths.output_dir={run_dir}", *after])
@@ -87,6 +94,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5, help="seeds 0..k-1 (at least 2; the presets' bands use 5)")
     parser.add_argument("--name", default=None, help="the band's file name in conf/bands/ (default: the preset's)")
     parser.add_argument("--out", default=None, help="another folder for the file")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="seeds trained at once, each in a process of its own with one thread"
+    )
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
     if args.seeds < 2:
@@ -98,13 +108,17 @@ def main() -> None:
     )
     cfg = compose("train", list(args.overrides))
     key = config_key(cfg, open_text(cfg.data).sha256)
-    curves, started = [], time.time()
+    started = time.time()
     with tempfile.TemporaryDirectory(prefix="bands-") as tmp:
-        for seed in range(args.seeds):
-            t0 = time.time()
-            curves.append(seed_curve(list(args.overrides), seed, Path(tmp) / f"seed{seed}"))
-            last = max(curves[-1], key=int)
-            print(f"seed {seed}: val loss {curves[-1][last]:.4f} at step {last} ({time.time() - t0:.0f} s)", flush=True)
+        runs = [(list(args.overrides), seed, Path(tmp) / f"seed{seed}") for seed in range(args.seeds)]
+        if args.jobs > 1:  # a shared machine: one thread per run wastes no time waiting for a descheduled twin
+            pool = ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn"))
+            with pool:
+                curves = list(pool.map(seed_curve, *zip(*runs, strict=True), [1] * args.seeds))
+        else:
+            curves = [seed_curve(*run) for run in runs]
+    for seed, curve in enumerate(curves):
+        print(f"seed {seed}: val loss {curve[max(curve, key=int)]:.4f} at step {max(curve, key=int)}")
     band: dict[str, Any] = {
         "preset": preset,
         "command": command,
@@ -112,7 +126,8 @@ def main() -> None:
             "date": datetime.date.today().isoformat(),
             "torch": torch.__version__,
             "cpu": cpu_name(),
-            "threads": torch.get_num_threads(),
+            "threads": 1 if args.jobs > 1 else torch.get_num_threads(),
+            "jobs": args.jobs,
             "seconds": round(time.time() - started),
         },
         "seeds": list(range(args.seeds)),

@@ -127,3 +127,29 @@ def place(loss: float, result: Ladder) -> str:
         where = f"between the {gram(n)} ({val[n]:.3f}) and the {gram(n + 1)} ({val[n + 1]:.3f}) models of this text"
     memorises = f"the {gram(top)} memorises (train H_{top} {result.train[top]:.3f}, val {val[top]:.3f})"
     return f"val loss {loss:.3f}: {where}; {memorises}"
+
+
+def main() -> None:
+    """`python -m src.data.ngram [TEXT] [VAL_FRACTION]`: the ladder of a text (default: Tiny Shakespeare
+    in data/, its last tenth as val, as a default run splits it), a row per order."""
+    import sys
+    import time
+
+    from src.data.corpus import cached_corpus_path
+    from src.data.datamodule import split_lengths
+    from src.data.token_cache import open_corpus
+
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else cached_corpus_path("data")
+    corpus = open_corpus(path, "data")
+    sizes = split_lengths(corpus.num_tokens, float(sys.argv[2]) if len(sys.argv) > 2 else 0.1, 0.0)
+    train, val = corpus.tokens[: sizes["train"]], corpus.tokens[sizes["train"] :]
+    started = time.perf_counter()
+    result = ladder(train, val, len(corpus.vocab))
+    print(f"{path}: train {len(train):,} / val {len(val):,} characters, {time.perf_counter() - started:.1f} s")
+    print("model      context  train H_n  val loss (nats)")
+    for n, (h, v) in enumerate(zip(result.train, result.val, strict=True)):
+        print(f"{gram(n):<10} {n:>7}  {h:>9.3f}  {v:>8.3f}")
+
+
+if __name__ == "__main__":
+    main()
