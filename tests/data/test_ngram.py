@@ -85,7 +85,7 @@ def test_another_script_and_its_place():
     assert result.val[0] > result.val[2]  # context helps on a text this regular
     assert "between the unigram" in place((result.val[0] + result.val[1]) / 2, result)
     assert "below every n-gram model" in place(0.0, result)
-    assert place(99.0, result).startswith("val loss 99.00: above even the unigram model")
+    assert place(99.0, result).startswith("val loss 99.000: above even the unigram model")
 
 
 def test_a_run_places_its_loss_on_the_ladder(tmp_path, caplog):
@@ -99,5 +99,5 @@ def test_a_run_places_its_loss_on_the_ladder(tmp_path, caplog):
         best = train_in_process(run_dir, *quiet, "trainer.max_steps=20", "data.val_fraction=0.1", data=text)
     record = json.loads((run_dir / "result.json").read_text())["ngram"]
     assert len(record["train"]) == len(record["val"]) == 9
-    assert record["placed"].startswith(f"val loss {best:.2f}: ")
+    assert record["placed"].startswith(f"val loss {best:.3f}: ")
     assert record["placed"] in caplog.text
