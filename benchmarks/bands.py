@@ -5,8 +5,9 @@ mean, std, min and max of the val loss at each validation to conf/bands/NAME.jso
 
     nice -n 15 .venv/bin/python -m benchmarks.bands experiment=induction_heads
 
-Each seed trains exactly as `python -m src.train <overrides> seed=<k>` would (the preset's callbacks
-included); only what comes after training (the sample, the page) and the TensorBoard events are skipped.
+Each seed trains as `python -m src.train <overrides> seed=<k>` would; what cannot change its val losses is
+skipped: what comes after training (the sample, the page), the TensorBoard events, and with dropout 0 the
+validations' samples, attention maps and head scores.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from src.training.bands import config_key
 from src.training.callbacks import reported_validation
 
 ROOT = Path(__file__).resolve().parents[1]
+# What a validation draws and writes beside its loss: skipped where training draws no random numbers of its
+# own (dropout 0, every preset's), since then they cannot change the losses, only the time.
+MEDIA = ("sample_text", "attention_maps", "head_scores")
 
 
 class Curve(L.Callback):
@@ -65,6 +69,9 @@ def seed_curve(overrides: list[str], seed: int, run_dir: Path, threads: int | No
 
     after = ["~logger", "sample.max_new_tokens=0", "explorer=false", "callbacks.band=null", "progress_bar=false"]
     cfg = compose("train", [*overrides, f"seed={seed}", f"paths.output_dir={run_dir}", *after])
+    if not cfg.model.get("dropout"):  # nothing random in training but its batches (their own generators)
+        media = [f"callbacks.{name}=null" for name in MEDIA if cfg.callbacks.get(name) is not None]
+        cfg = compose("train", [*overrides, f"seed={seed}", f"paths.output_dir={run_dir}", *after, *media])
     plan, run = plan_and_build(cfg, run_dir, "paths.output_dir")
     curve = Curve()
     run.trainer.callbacks.append(curve)
