@@ -67,3 +67,21 @@ def test_no_band_for_the_config_when_one_is_required(tmp_path):
         r"differs in model\.num_heads\): make one with python -m benchmarks\.bands",
     )
     assert not (tmp_path / "run").exists()
+
+
+def test_a_band_ignores_the_seed_and_where_a_run_writes_and_names_a_changed_key_once(tmp_path):
+    from src.training.bands import ReferenceBand
+
+    sha = sha256_of(shakespeare_file())
+    folder = tmp_path / "bands"
+    write_band(folder, tmp_path / "run")
+    elsewhere = compose_training(tmp_path / "other" / "run", *QUIET, "seed=7", "data.num_workers=1")
+    assert ReferenceBand(str(folder), run_key=config_key(elsewhere, sha)).note == ""  # the band applies
+    changed = config_key(compose_training(tmp_path / "run", *QUIET, "model.num_heads=4"), sha)
+    band = ReferenceBand(str(folder), run_key=changed)
+    assert band.band is None and band.summary() == {"file": None, "note": band.note}
+    assert (
+        band.note == f"no reference band applies: this config differs from {folder / 'tiny.json'}'s in model.num_heads"
+    )
+    far = {**changed, "model.embedding_dim": 8, "optimizer.lr": 1.0, "data.batch_size": 2}
+    assert ReferenceBand(str(folder), run_key=far).note == ""  # not a run of that config: nothing said
