@@ -34,6 +34,7 @@ import numpy as np
 from src.data.corpus import write_atomically
 
 ORDERS = 9  # n = 0..8
+VERSION = 1  # of the counts and the smoothing: bump it when either changes, and cached ladders are redone
 MAX_LADDER_CHARACTERS = 10_000_000  # ~100 bytes of arrays per character: a longer text gets no ladder
 
 
@@ -96,7 +97,7 @@ def ladder(train: np.ndarray, val: np.ndarray, vocab_size: int, orders: int = OR
 def cached_ladder(directory: Path, train: np.ndarray, val: np.ndarray, vocab_size: int) -> Ladder:
     """ladder(), kept in the text's token cache folder (it takes ~1.7 s on Tiny Shakespeare, 2 cores): one
     file per split (train and val are contiguous from the text's start, so their lengths name them)."""
-    path = Path(directory) / f"ngram-{len(train)}-{len(val)}-{vocab_size}.json"
+    path = Path(directory) / f"ngram-v{VERSION}-{len(train)}-{len(val)}-{vocab_size}.json"
     try:
         return Ladder(**json.loads(path.read_text()))
     except (OSError, ValueError, TypeError):
