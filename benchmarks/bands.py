@@ -110,9 +110,8 @@ def main() -> None:
         parser.error("--seeds must be at least 2: a spread needs two seeds")
     preset = next((o.split("=", 1)[1] for o in args.overrides if o.startswith("experiment=")), "default")
     name = args.name or preset
-    command = " ".join(
-        ["python -m benchmarks.bands", *([f"--seeds {args.seeds}"] if args.seeds != 5 else []), *args.overrides]
-    )
+    flags = ([f"--seeds {args.seeds}"] if args.seeds != 5 else []) + ([f"--jobs {args.jobs}"] if args.jobs > 1 else [])
+    command = " ".join(["nice -n 15 python -m benchmarks.bands", *flags, *args.overrides])
     cfg = compose("train", list(args.overrides))
     key = config_key(cfg, open_text(cfg.data).sha256)
     started = time.time()
