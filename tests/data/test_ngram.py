@@ -88,16 +88,10 @@ def test_another_script_and_its_place():
     assert place(99.0, result).startswith("val loss 99.000: above even the unigram model")
 
 
-def test_a_run_places_its_loss_on_the_ladder(tmp_path, caplog):
-    from tests.helpers import shakespeare_file, train_in_process
-
-    text = tmp_path / "text.txt"
-    text.write_text(shakespeare_file().read_text()[:30_000])
-    run_dir = tmp_path / "run"
-    quiet = ("callbacks.sample_text=null", "callbacks.attention_maps=null", "sample.max_new_tokens=0", "explorer=false")
-    with caplog.at_level("INFO"):
-        best = train_in_process(run_dir, *quiet, "trainer.max_steps=20", "data.val_fraction=0.1", data=text)
-    record = json.loads((run_dir / "result.json").read_text())["ngram"]
+def test_a_run_places_its_loss_on_the_ladder(trained):
+    run_dir, printed = trained  # the session's tiny run (tests/conftest.py)
+    result = json.loads((run_dir / "result.json").read_text())
+    record = result["ngram"]
     assert len(record["train"]) == len(record["val"]) == 9
-    assert record["placed"].startswith(f"val loss {best:.3f}: ")
-    assert record["placed"] in caplog.text
+    assert record["placed"].startswith(f"val loss {result['best_val_loss']:.3f}: ")
+    assert record["placed"] in printed
