@@ -69,7 +69,7 @@ def build(cfg: DictConfig, plan: preflight.Plan, module_class: type[GPTModule] =
     trial = trial_name(cfg.paths.output_dir, record.in_multirun())
     hparams = LogHyperparams(hparams_of(cfg, count_parameters(lit.model), varied), varied, trial)
     shown = progress_bar_shown(cfg.progress_bar)
-    callbacks = [*preflight.build_callbacks(cfg, plan.prompts, shown), GracefulInterrupt(), hparams]
+    callbacks = [*preflight.build_callbacks(cfg, plan.prompts, shown, plan.corpus.sha256), GracefulInterrupt(), hparams]
     # a sweep job is named by its overrides; False for ~logger (else Lightning adds one)
     logger = preflight.part("logger", cfg.logger, version=name) if cfg.logger is not None else False
     trainer = preflight.build_trainer(cfg, callbacks, logger, shown)

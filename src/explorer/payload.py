@@ -211,4 +211,14 @@ def page_payload(
         "excerpt": {"text": text, "source": source},
         "history": run_history(run_dir),
         "heads": head_payload(trained.tokenizer.vocab_size, trained.model.context_window, run_dir),
+        "ngram": run_ngram(run_dir),
     }
+
+
+def run_ngram(run_dir: Path) -> dict[str, Any] | None:
+    """The n-gram ladder of the run's text, as its result.json holds it (src/data/ngram.py), if it does."""
+    try:
+        ladder = json.loads((run_dir / "result.json").read_text()).get("ngram")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return ladder if isinstance(ladder, dict) and ladder.get("val") else None

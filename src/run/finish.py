@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from src.data.ngram import MAX_LADDER_CHARACTERS, Ladder, cached_ladder, place
 from src.data.tokenizer import printable
 from src.model.language_model import count_parameters
 from src.run import preflight, record
 from src.run.cli import fail
 from src.training import exit_status
+from src.training.bands import ReferenceBand
 from src.training.callbacks import (
     CheckpointWriteError,
     GracefulInterrupt,
@@ -65,7 +67,19 @@ def validated_loss(lit: Any) -> float | None:
     return lit.best_val_loss if math.isfinite(lit.best_val_loss) else None
 
 
-def write_result(cfg: DictConfig, trainer: Any, lit: Any, started: float, status: str | None = None) -> None:
+def text_ladder(plan: preflight.Plan, trainer: Any) -> Ladder | None:
+    """The n-gram ladder of the run's text (src/data/ngram.py), cached beside its tokens; None for a text
+    too long to count in memory."""
+    datamodule = trainer.datamodule
+    train, val = datamodule.splits["train"], datamodule.scored("val")
+    if len(train) + len(val) > MAX_LADDER_CHARACTERS:
+        return None
+    return cached_ladder(plan.corpus.directory, train, val, plan.tokenizer.vocab_size)
+
+
+def write_result(
+    cfg: DictConfig, trainer: Any, lit: Any, started: float, ladder: Ladder | None = None, status: str | None = None
+) -> None:
     """result.json (rank 0): what a sweep's summary reads, and what tells a rerun whether the run is done
     (status "interrupted": not yet, last.ckpt goes on)."""
     if not trainer.is_global_zero:
@@ -79,6 +93,10 @@ def write_result(cfg: DictConfig, trainer: Any, lit: Any, started: float, status
     T = lit.model.context_window
     per_token = training_flops_per_token(lit.model, T)
     tokens = trainer.global_step * cfg.data.batch_size * T * trainer.accumulate_grad_batches * trainer.world_size
+    band = next((c.summary() for c in trainer.callbacks if isinstance(c, ReferenceBand)), None)
+    ngram = None
+    if ladder is not None:
+        ngram = {**ladder.to_dict(), "placed": place(best, ladder) if best is not None else None}
     record.write_result(
         cfg.paths.output_dir,
         {
@@ -98,6 +116,8 @@ def write_result(cfg: DictConfig, trainer: Any, lit: Any, started: float, status
             "best_checkpoint": best_checkpoint(trainer),
             "heads": heads,  # the last validation's head scores (src/training/heads.py), or None
             "ablation": ablation,  # the val loss rise without each head at the end (src/model/ablation.py), or None
+            "band": band,  # each validation against the reference band of its config (src/training/bands.py)
+            "ngram": ngram,  # the text's n-gram ladder (src/data/ngram.py) and the best val loss on it
         },
     )
 
@@ -107,12 +127,15 @@ def report(cfg: DictConfig, plan: preflight.Plan, trainer: Any, lit: Any, starte
     best, best_path = lit.best_val_loss, best_checkpoint(trainer)
     if not trainer.is_global_zero:
         return best
-    write_result(cfg, trainer, lit, started)
     validated = validated_loss(lit) is not None
+    ladder = text_ladder(plan, trainer) if validated and not trainer.fast_dev_run else None
+    write_result(cfg, trainer, lit, started, ladder)
     if validated and trainer.fast_dev_run:
         log.info(f"fast_dev_run: val loss {best:.4f} over one batch; no checkpoint is written in this mode")
     elif validated:
         log.info(f"best val loss {best:.4f} -> {best_path}")
+        if ladder is not None:
+            log.info(place(best, ladder))
     tracker = next((c for c in trainer.callbacks if isinstance(c, TrackHeads)), None)
     for line in (tracker.became_line(), tracker.ablation_line()) if tracker is not None else ():
         if line:

@@ -36,6 +36,7 @@ from src.model.checks import InvalidModelConfig
 from src.rules import ConfigError, of_type, one_line, physical_memory, unknown_key, window_fits
 from src.run.config import PRIMITIVES, SampleSchema, SweepSchema, TrainerOwn, TrainSchema, typed
 from src.training import flops
+from src.training.bands import config_key
 from src.training.callbacks import AtomicCheckpointIO, what_is_kept
 from src.training.optim import OPTIMIZERS, settings
 
@@ -407,13 +408,16 @@ def check_types(key: str, spec: DictConfig, cls: type, given: dict[str, Any]) ->
             of_type(f"{key}.{name}", spec[name], kinds, optional=len(kinds) < len(args))
 
 
-def build_callbacks(cfg: DictConfig, prompts: dict[str, str], progress_bar: bool) -> list[L.Callback]:
-    """The configured callbacks: of the progress bar and progress lines both built (keys checked), one kept."""
+def build_callbacks(cfg: DictConfig, prompts: dict[str, str], progress_bar: bool, text_sha256: str) -> list[L.Callback]:
+    """The configured callbacks: of the progress bar and progress lines both built (keys checked), one kept.
+    text_sha256: the text's, which a reference band is made for."""
     callbacks = []
     for name, spec in cfg.callbacks.items():
         if spec is None:
             continue
         extra = {"prompt": prompts[name]} if name in prompts else {}
+        if name == "band":
+            extra = {"run_key": config_key(cfg, text_sha256)}
         callback = part(f"callbacks.{name}", spec, **extra)
         if not (name == "progress_bar" and not progress_bar) and not (name == "progress_log" and progress_bar):
             callbacks.append(callback)

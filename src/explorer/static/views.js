@@ -1465,6 +1465,39 @@ function drawAbout() {
   }
 }
 
+/** The n-gram ladder of the run's text (result.json's "ngram", src/data/ngram.py): each order's val loss as a
+ *  bar, its train entropy H_n as a circle, and this model's best val loss as a line across. */
+function drawLadder() {
+  const L = payload.ngram;
+  if (!L) return;
+  const ns = "http://www.w3.org/2000/svg", W = 560, H = 200, pad = 36, n = L.val.length;
+  const best = payload.best_val_loss, top = Math.max(...L.val, best ?? 0) * 1.08;
+  const y = (v) => H - pad + ((pad - H + 10) * v) / top, bar = (W - 2 * pad) / n;
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  svg.setAttribute("class", "curve"); // the loss curve's size: as wide as the screen allows
+  const add = (tag, attrs, text) => {
+    const node = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+    if (text !== undefined) node.textContent = text;
+    svg.append(node);
+    return node;
+  };
+  L.val.forEach((v, k) => {
+    const x = pad + k * bar, name = k === 0 ? "1" : `${k + 1}`;
+    add("rect", { x: x + 4, y: y(v), width: bar - 8, height: H - pad - y(v), fill: "#9db4d8" }).append(Object.assign(document.createElementNS(ns, "title"), { textContent: `${name}-gram: val ${v.toFixed(3)}, train H_${k} ${L.train[k].toFixed(3)}` }));
+    add("circle", { cx: x + bar / 2, cy: y(L.train[k]), r: 3.5, fill: "none", stroke: "#1d2330" });
+    add("text", { x: x + bar / 2, y: H - pad + 14, "text-anchor": "middle", "font-size": 11 }, name);
+  });
+  add("text", { x: W / 2, y: H - 4, "text-anchor": "middle", "font-size": 11 }, "n (characters of context + 1)");
+  if (best !== null) {
+    add("line", { x1: pad, x2: W - pad, y1: y(best), y2: y(best), stroke: "#d33", "stroke-width": 2 });
+    add("text", { x: W - pad, y: y(best) - 4, "text-anchor": "end", "font-size": 11, fill: "#d33" }, `this model ${best.toFixed(3)}`);
+  }
+  $("ladder").replaceChildren(svg, el("p", {}, L.placed ?? ""));
+  $("ladder-section").hidden = false;
+}
+
 /** The val (and train) loss against the step, as an SVG. */
 function lossCurve(h) {
   const W = 560, H = 220, pad = 40;
@@ -1621,6 +1654,7 @@ wireControls();
 describeBlock();
 drawLegends();
 drawAbout();
+drawLadder();
 update();
 watchSight();
 window.scratchgpt.drawn = true; // every view but "Where it fails" and the heads' scores, computed in the background
