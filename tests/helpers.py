@@ -32,11 +32,6 @@ from src.run.cli import compose
 ROOT = Path(__file__).resolve().parent.parent
 # Where the workplace keeps its shared copy of Tiny Shakespeare (set-up seeds data/ from it).
 SHARED = Path(os.environ.get("SCRATCHGPT_SHARED", ROOT.parent / "shared"))
-# The local SLURM cluster of the tests (tests/cluster/conftest.py): the script, the lock one xdist worker
-# starts it under, and the mark that this session started it (and so stops it at its end).
-SLURM_SCRIPT = ROOT / "scripts" / "slurm.sh"
-SLURM_LOCK = Path(tempfile.gettempdir()) / "scratchgpt-slurm-tests.lock"
-SLURM_STARTED = Path(tempfile.gettempdir()) / "scratchgpt-slurm-tests.started"
 
 
 def shakespeare_file() -> Path:

@@ -164,7 +164,7 @@ def finish(config: DictConfig, stopped: str | None = None, total: int | None = N
 def resume_hint(config: DictConfig) -> str:
     """What rerunning a stopped sweep does: a grid resumes its jobs; an Optuna search goes on with the trials
     its storage keeps, or, held in memory, starts over."""
-    if str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
+    if not str(config.hydra.sweeper.get("_target_", "")).endswith("OptunaSweeper"):  # a grid
         return "rerun the same command to resume it"
     storage = config.hydra.sweeper.get("storage")
     if storage is None:

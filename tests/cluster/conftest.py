@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers import SLURM_LOCK, SLURM_SCRIPT, SLURM_STARTED
+from tests.cluster.local import SLURM_LOCK, SLURM_SCRIPT, SLURM_STARTED
 
 
 @pytest.fixture(scope="session")
@@ -29,7 +29,9 @@ def slurm() -> Iterator[str]:
         except (OSError, subprocess.TimeoutExpired) as err:
             up = subprocess.CompletedProcess([str(SLURM_SCRIPT), "up"], 1, "", str(err))
         if up.returncode == 0 and "reusing the running cluster" not in up.stderr:
-            SLURM_STARTED.touch()  # this session started it: its end stops it
+            # this session started it: its end stops it. The session is xdist's controller (this worker's
+            # parent) or this process: not a pytest run inside a test (the exercises'), whose end is not ours.
+            SLURM_STARTED.write_text(str(os.getppid() if os.environ.get("PYTEST_XDIST_WORKER") else os.getpid()))
     conf = re.search(r"^export SLURM_CONF=(\S+)$", up.stdout, re.MULTILINE)
     if up.returncode != 0 or conf is None:
         why = f"the local SLURM cluster did not start (scripts/slurm.sh up: {up.stderr.strip()[-2000:]})"
