@@ -99,7 +99,7 @@ def pytest_sessionfinish(session) -> None:
         started_by = SLURM_STARTED.read_text()
     except OSError:
         return
-    if started_by != str(os.getpid()):  # a worker, or a pytest run inside a test (the exercises' grading)
+    if started_by != str(os.getpid()):  # a worker, or a pytest inside a test (a collection probe)
         return
     SLURM_STARTED.unlink()
     subprocess.run([str(SLURM_SCRIPT), "down"], check=False, timeout=60)

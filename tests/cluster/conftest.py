@@ -30,7 +30,7 @@ def slurm() -> Iterator[str]:
             up = subprocess.CompletedProcess([str(SLURM_SCRIPT), "up"], 1, "", str(err))
         if up.returncode == 0 and "reusing the running cluster" not in up.stderr:
             # this session started it: its end stops it. The session is xdist's controller (this worker's
-            # parent) or this process: not a pytest run inside a test (the exercises'), whose end is not ours.
+            # parent) or this process: not a pytest run inside a test (a collection probe), whose end is not ours.
             SLURM_STARTED.write_text(str(os.getppid() if os.environ.get("PYTEST_XDIST_WORKER") else os.getpid()))
     conf = re.search(r"^export SLURM_CONF=(\S+)$", up.stdout, re.MULTILINE)
     if up.returncode != 0 or conf is None:
