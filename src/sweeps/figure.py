@@ -215,8 +215,8 @@ def _head_panels(counts_ax: Axes, scores_ax: Axes, done: list, groups: list | No
 
 def isoflop_figure(points: Points, fit: IsoFlop | None) -> Figure:
     """Left: the isoFLOP curves, final val loss against N (all parameters) per budget, the seeds' mean joined;
-    with a fit, each seed's parabola and its minimum (a star). Right, with a fit: N_opt and D_opt against C
-    under each parameter count, log-log, with the seeds' mean power law."""
+    with a fit, each seed's parabola (over the three sizes it goes through) and its minimum (a star). Right,
+    with a fit: N_opt and D_opt against C under each parameter count, log-log, with the seeds' mean power law."""
     fig, axes = plt.subplots(1, 2 if fit else 1, figsize=(11 if fit else 5.5, 4.2), dpi=DPI, squeeze=False)
     curves = axes[0][0]
     colours = plt.get_cmap("viridis")(np.linspace(0.0, 0.85, len(points)))
@@ -225,8 +225,8 @@ def isoflop_figure(points: Points, fit: IsoFlop | None) -> Figure:
         curves.scatter(sizes, [loss for _, _, loss, _ in jobs], color=colour, s=14, label=f"C = {budget:.3g}")
         means = {n: np.mean([loss for c, _, loss, _ in jobs if c["all"] == n]) for n in sorted(set(sizes))}
         curves.plot(list(means), list(means.values()), color=colour, alpha=0.4 if fit else 0.8, linewidth=1)
-        grid = np.geomspace(min(sizes), max(sizes), 100)
-        for optimum in fit.optima["all"][budget].values() if fit else []:
+        for optimum in fit.optima["all"].get(budget, {}).values() if fit else []:
+            grid = np.geomspace(optimum.parabola.low, optimum.parabola.high, 50)
             curves.plot(grid, optimum.parabola(np.log(grid)), color=colour, alpha=0.6, linewidth=1)
             curves.scatter([optimum.n_opt], [optimum.parabola(optimum.parabola.x_min)], color=colour, marker="*", s=80)
     curves.set(xscale="log", xlabel="parameters N (all)", ylabel="final val loss", title="isoFLOP curves")
@@ -234,8 +234,8 @@ def isoflop_figure(points: Points, fit: IsoFlop | None) -> Figure:
     curves.legend(fontsize=8)
     if fit is not None:
         laws = axes[0][1]
-        budgets = np.asarray(list(fit.points))
         for colour, count in zip(("tab:blue", "tab:orange", "tab:green"), COUNTS, strict=True):
+            budgets = np.asarray(list(fit.optima[count]))
             for what, marker, line, exponents in (("N_opt", "o", "-", fit.alpha), ("D_opt", "s", "--", fit.beta)):
                 values = [[getattr(o, what.lower()) for o in fit.optima[count][C].values()] for C in budgets]
                 means = np.exp([np.mean(np.log(v)) for v in values])

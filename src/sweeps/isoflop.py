@@ -1,10 +1,16 @@
 """isoFLOP curves (Hoffmann et al. 2022, approach 2): the jobs of a sweep over budgets (trainer.flops) and
-sizes (model.scale), and seeds. Per budget C and seed, a parabola in log N fits the final loss,
+sizes (model.scale), and seeds. Per budget C and seed, a parabola in log N through the best swept size and
+its two neighbours,
 
     L(N) = a (log N)^2 + b log N + c,     N_opt(C) = exp(-b / 2a)   (a > 0: a minimum)
 
-and D_opt(C) is the tokens a model of N_opt trains on within C (log D against log N, linear over the
-budget's jobs, read at N_opt). Across budgets, N_opt ~ C^alpha and D_opt ~ C^beta (least squares in
+A parabola describes an isoFLOP curve near its minimum only: far from it a small budget's largest models
+take a few dozen steps and sit on the unigram plateau (~3.35 nats on Tiny Shakespeare), which bends a
+parabola fitted to every size (docs/results.md, "isoFLOP"). A budget whose best size is the smallest or
+the largest swept has its minimum outside the sweep: it is left out, and said so.
+
+D_opt(C) is the tokens a model of N_opt trains on within C (log D against log N, linear over the budget's
+jobs, read at N_opt). Across the fitted budgets, N_opt ~ C^alpha and D_opt ~ C^beta (least squares in
 log-log). Each number is fitted per seed, then given as the seeds' mean with a 95 % t-interval
 (mean +- t(0.975, n-1) s / sqrt(n)): the spread a rerun with other seeds would show. All three under each
 parameter count of src/training/flops.py (all, non_embedding, transformer), which move the exponents
@@ -46,6 +52,8 @@ class Parabola:
     a: float
     b: float
     c: float
+    low: float = 0.0  # the sizes it was fitted between
+    high: float = 0.0
 
     @property
     def x_min(self) -> float:
@@ -56,20 +64,27 @@ class Parabola:
 
 
 def fit_parabola(sizes: list[float], losses: list[float], budget: str = "") -> Parabola:
-    """Least squares in log N; refused with fewer than MIN_SIZES sizes or without a minimum (a <= 0)."""
+    """Least squares in log N over the best size and its two neighbours; refused with fewer than MIN_SIZES
+    sizes, or with the best size at an edge of the sweep (the minimum lies outside it)."""
     distinct = len(set(sizes))
     if distinct < MIN_SIZES:
         raise IsoFlopRefused(
             f"budget {budget or '?'} has {distinct} model size(s): a parabola in log N needs at least "
             f"{MIN_SIZES}; sweep more sizes (model.scale=1,2,3,4,5)"
         )
-    a, b, c = np.polyfit(np.log(np.asarray(sizes, dtype=float)), np.asarray(losses, dtype=float), 2)
-    if a <= 0:
+    ordered = sorted(zip(sizes, losses, strict=True))
+    best = min(range(len(ordered)), key=lambda i: ordered[i][1])
+    if best in (0, len(ordered) - 1):
+        edge, fix = ("smallest", "smaller sizes or a larger budget") if best == 0 else ("largest", "larger sizes")
         raise IsoFlopRefused(
-            f"budget {budget or '?'}: the loss has no minimum over these sizes (the parabola opens downward, "
-            f"a = {a:.3g}): sweep sizes on both sides of the best one"
+            f"budget {budget or '?'}: the best size is the {edge} swept (N = {ordered[best][0]:,.0f}), so the "
+            f"minimum lies outside the sweep: sweep {fix}"
         )
-    return Parabola(float(a), float(b), float(c))
+    window = ordered[best - 1 : best + 2]
+    a, b, c = np.polyfit(np.log([n for n, _ in window]), [loss for _, loss in window], 2)
+    if a <= 0:  # three equal losses
+        raise IsoFlopRefused(f"budget {budget or '?'}: the loss is flat around the best size, with no minimum")
+    return Parabola(float(a), float(b), float(c), window[0][0], window[-1][0])
 
 
 def power_law(budgets: list[float], values: list[float]) -> float:
@@ -89,12 +104,11 @@ def interval(values: list[float]) -> tuple[float, float]:
 
 @dataclass
 class Optimum:
-    """One budget and seed under one count: the parabola, N_opt, D_opt, and whether N_opt is inside the sizes."""
+    """One budget and seed under one count: the parabola, N_opt and D_opt."""
 
     parabola: Parabola
     n_opt: float
     d_opt: float
-    inside: bool
 
 
 @dataclass
@@ -105,6 +119,7 @@ class IsoFlop:
     optima: dict[str, dict[float, dict[str, Optimum]]] = field(default_factory=dict)
     alpha: dict[str, list[float]] = field(default_factory=dict)  # N_opt ~ C^alpha, one per seed
     beta: dict[str, list[float]] = field(default_factory=dict)  # D_opt ~ C^beta, one per seed
+    left_out: dict[float, str] = field(default_factory=dict)  # budget -> why it has no parabola
 
 
 Points = dict[float, list[tuple[dict[str, int], float, float, str]]]  # budget -> (counts, tokens, loss, seed)
@@ -122,25 +137,35 @@ def isoflop_points(rows: list[dict[str, Any]]) -> Points:
 
 
 def isoflop_fit(rows: list[dict[str, Any]]) -> IsoFlop:
-    """Fit every budget and seed, then the exponents across budgets; IsoFlopRefused names what is missing."""
+    """Fit every budget and seed, then the exponents across the budgets fitted; a budget that cannot be fitted
+    is left out with its reason; IsoFlopRefused when fewer than 2 budgets are left."""
     points = isoflop_points(rows)
-    if len(points) < 2:
-        raise IsoFlopRefused(f"{len(points)} budget(s) finished: exponents across budgets need at least 2")
     fit = IsoFlop(points)
     seeds = sorted({seed for jobs in points.values() for *_, seed in jobs})
     for count in COUNTS:
         fit.optima[count] = {}
         for budget, jobs in fit.points.items():
-            fit.optima[count][budget] = {}
+            optima = {}
             for seed in seeds:
                 mine = [(counts[count], tokens, loss) for counts, tokens, loss, s in jobs if s == seed]
                 sizes = [n for n, _, _ in mine]
-                parabola = fit_parabola(sizes, [loss for *_, loss in mine], f"{budget:.3g} (seed {seed or '-'})")
+                try:
+                    parabola = fit_parabola(sizes, [loss for *_, loss in mine], f"{budget:.3g} (seed {seed or '-'})")
+                except IsoFlopRefused as refused:
+                    fit.left_out.setdefault(budget, str(refused))
+                    break
                 slope, offset = np.polyfit(np.log(sizes), np.log([d for _, d, _ in mine]), 1)
                 n_opt = math.exp(parabola.x_min)
-                d_opt = math.exp(offset + slope * parabola.x_min)
-                fit.optima[count][budget][seed] = Optimum(parabola, n_opt, d_opt, min(sizes) <= n_opt <= max(sizes))
-        budgets = list(fit.points)
+                optima[seed] = Optimum(parabola, n_opt, math.exp(offset + slope * parabola.x_min))
+            else:
+                fit.optima[count][budget] = optima
+        budgets = list(fit.optima[count])
+        if len(budgets) < 2:
+            why = "; ".join(fit.left_out.values())
+            raise IsoFlopRefused(
+                f"{len(budgets)} budget(s) of {len(points)} with a minimum inside the sweep: exponents across "
+                f"budgets need at least 2" + (f" ({why})" if why else "")
+            )
         fit.alpha[count] = [power_law(budgets, [fit.optima[count][C][s].n_opt for C in budgets]) for s in seeds]
         fit.beta[count] = [power_law(budgets, [fit.optima[count][C][s].d_opt for C in budgets]) for s in seeds]
     return fit
@@ -182,7 +207,8 @@ def isoflop_text(rows: list[dict[str, Any]]) -> tuple[str, IsoFlop | None]:
         "## isoFLOP fit",
         "",
         f"A parabola in log N per budget and seed (`src/sweeps/isoflop.py`); each number: the mean over {seeds} "
-        f"seed(s) +- the half-width of its 95 % t-interval; * an optimum outside the swept sizes (extrapolated).",
+        f"seed(s) +- the half-width of its 95 % t-interval; the parabola goes through the best swept size and "
+        f"its two neighbours.",
         "",
         "| parameter count | N_opt ~ C^alpha | D_opt ~ C^beta |",
         "|---|---|---|",
@@ -199,10 +225,10 @@ def isoflop_text(rows: list[dict[str, Any]]) -> tuple[str, IsoFlop | None]:
     for count in COUNTS:
         for budget, by_seed in fit.optima[count].items():
             optima = list(by_seed.values())
-            mark = "" if all(o.inside for o in optima) else "*"
             n = with_interval([o.n_opt for o in optima], ",.0f")
             d = with_interval([o.d_opt for o in optima], ",.0f")
             ratio = with_interval([o.d_opt / o.n_opt for o in optima], ".1f")
             loss = with_interval([o.parabola(o.parabola.x_min) for o in optima], ".4f")
-            lines.append(f"| {budget:.3g} | {count} | {n}{mark} | {d} | {ratio} | {loss} |")
-    return "\n".join([*lines, "", best]), fit
+            lines.append(f"| {budget:.3g} | {count} | {n} | {d} | {ratio} | {loss} |")
+    left_out = [f"Left out of the fit: {why}" for why in fit.left_out.values()]
+    return "\n".join([*lines, "", *left_out, *([""] if left_out else []), best]), fit
