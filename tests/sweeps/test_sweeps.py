@@ -345,3 +345,35 @@ def test_a_worker_whose_main_process_is_gone_saves_and_stops(tmp_path, monkeypat
     assert orphan.received == PARENT_GONE and saved == [tmp_path / "checkpoints" / "last.ckpt"]
     monkeypatch.delenv(PARENT_ENV)
     assert GracefulInterrupt().parent is None  # a run of its own watches nothing
+
+
+@pytest.mark.slow
+def test_the_isoflop_preset_trains_each_job_to_its_budget_and_fits_its_curves(tmp_path):
+    sweep = tmp_path / "sweep"
+    set_by_the_grid = ("trainer.max_steps=", "model.num_layers=", "model.embedding_dim=", "model.num_heads=")
+    tiny = [a for a in tiny_training(tmp_path) if not a.startswith(set_by_the_grid)]  # the budget, the dial
+    grid = ["hydra.sweeper.params.trainer.flops=3e8,6e8", "hydra.sweeper.params.model.scale=1,2,3"]
+    result = run_main(
+        "train",
+        "hparams_search=isoflop",
+        *tiny,
+        "data.val_tokens=4000",
+        f"hydra.sweep.dir={sweep}",
+        *grid,
+        "hydra.sweeper.params.seed=1",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = [json.loads((job / "result.json").read_text()) for job in job_dirs(sweep)]
+    assert len(records) == 6 and {r["status"] for r in records} == {"ok"}
+    for record in records:
+        budget = float(next(o for o in record["overrides"] if o.startswith("trainer.flops=")).split("=")[1])
+        step = record["flops_per_token"] * 8 * 16  # a step of 8 windows of 16 tokens
+        assert (
+            budget - step < record["flops"] <= budget
+            and record["tokens"] == record["flops"] / record["flops_per_token"]
+        )
+    summary = (sweep / "summary.md").read_text()
+    section = summary[summary.index("## isoFLOP fit") :]
+    assert "| 3e+08 | 3 |" in section and "| 6e+08 | 3 |" in section  # each budget's best of its 3 sizes
+    assert "N_opt ~ C^alpha" in section or "No isoFLOP fit: " in section
+    assert (sweep / "isoflop.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
