@@ -35,10 +35,10 @@ MIN_SPAN = 0.05  # nats: a panel's loss axis spans at least this, so that seed n
 
 
 def compact(value: int | float | str) -> str:
-    """A tick label that stays short: 16, 0.003, 4.16K, 1.2M."""
+    """A tick label that stays short: 16, 0.003, 4.16K, 1.2M, 500G, 2T (a FLOP budget)."""
     if isinstance(value, str):
         return value
-    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "K")):
+    for size, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
         if abs(value) >= size:
             return f"{value / size:.3g}{suffix}"
     return f"{value:g}"
