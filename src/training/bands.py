@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.rules import ConfigError
 from src.training.callbacks import reported_validation
+from src.training.tensorboard import shown_path
 
 log = logging.getLogger(__name__)
 
@@ -116,17 +117,23 @@ class ReferenceBand(L.Callback):
                 ) from None
             differ = differences(self.band["config"], self.run_key)
             if differ:
-                self.note = f"comparing with the band {self.path}, whose config differs in {', '.join(differ)}"
+                shown = shown_path(self.path)
+                self.note = f"comparing with the band {shown}, whose config differs in {', '.join(differ)}"
         else:
             self.path, nearest, differ = find_band(Path(folder), self.run_key)
             if self.path is None and required:
-                why = f"the nearest, {nearest}, differs in {', '.join(differ)}" if nearest else f"{folder} has none"
+                why = (
+                    f"the nearest, {shown_path(nearest)}, differs in {', '.join(differ)}"
+                    if nearest
+                    else f"{folder} has none"
+                )
                 raise ConfigError(
                     f"callbacks.band.required=true but no reference band is made for this config ({why}): "
                     f"make one with python -m benchmarks.bands <the same overrides>, or callbacks.band.required=false"
                 )
             if self.path is None and nearest is not None and len(differ) <= NEAR:
-                self.note = f"no reference band applies: this config differs from {nearest}'s in {', '.join(differ)}"
+                shown = shown_path(nearest)
+                self.note = f"no reference band applies: this config differs from {shown}'s in {', '.join(differ)}"
             self.band = read_band(self.path) if self.path is not None else None
         self.seen: dict[str, dict[str, Any]] = {}
 
