@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
 from src.rules import ConfigError
@@ -33,6 +34,9 @@ NOT_DECIDING_DATA = ("path", "cache_dir", "url", "sha256", "num_workers", "val_b
 TRAINER_KEYS = ("max_steps", "val_check_interval", "precision", "gradient_clip_val", "accumulate_grad_batches")
 WIDTH = 3.0  # the band: mean +- WIDTH std over the seeds
 NEAR = 3  # a band whose config differs in at most this many keys is named when it does not apply
+# TensorBoard's CUSTOM SCALARS tab draws loss/val between band/low and band/high (a margin chart)
+MARGIN_TAGS = ("loss/val", "band/low", "band/high")
+MARGIN_TITLE = "loss/val inside the band of its seeds"
 
 
 def config_key(cfg: DictConfig, text_sha256: str) -> dict[str, Any]:
@@ -140,6 +144,10 @@ class ReferenceBand(L.Callback):
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.note and trainer.is_global_zero:
             log.info(self.note)
+        if self.band is not None and trainer.is_global_zero:  # loss/val drawn inside its band, one chart
+            for logger in trainer.loggers:
+                if isinstance(logger, TensorBoardLogger):
+                    logger.experiment.add_custom_scalars_marginchart(list(MARGIN_TAGS), "band", MARGIN_TITLE)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.band is None or not reported_validation(trainer) or not trainer.is_global_zero:

@@ -16,6 +16,17 @@ QUIET = ("callbacks.sample_text=null", "callbacks.attention_maps=null", "sample.
 FIXTURE = {"0": 4.20, "20": 3.41, "40": 3.38}
 
 
+def custom_scalars_layout(events_dir):
+    """The CUSTOM SCALARS layout a run wrote, as TensorBoard reads it."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.custom_scalar import layout_pb2
+
+    events = EventAccumulator(str(events_dir), size_guidance={"tensors": 0})
+    events.Reload()
+    (config,) = events.Tensors("custom_scalars__config__")
+    return layout_pb2.Layout.FromString(config.tensor_proto.string_val[0])
+
+
 def write_band(folder, run_dir):
     """A band of 5 seeds (std 0.03: the band is mean +- 0.09) for the tiny config, in folder/tiny.json."""
     key = config_key(compose_training(run_dir, *QUIET), sha256_of(shakespeare_file()))
@@ -41,6 +52,11 @@ def test_a_run_of_the_band_s_config_is_within_it(tmp_path, caplog):
     curves = scalars(run_dir)
     assert [step for step, _ in curves["band/low"]] == [0, 20, 40]
     assert curves["band/high"][-1][1] == pytest.approx(band["steps"]["40"]["high"])
+    (category,) = custom_scalars_layout(run_dir / "tensorboard").category  # CUSTOM SCALARS: loss/val in its band
+    (chart,) = category.chart
+    (series,) = chart.margin.series
+    assert chart.title == "loss/val inside the band of its seeds"
+    assert (series.value, series.lower, series.upper) == ("loss/val", "band/low", "band/high")
 
 
 def test_a_broken_learning_rate_is_above_the_band(tmp_path, caplog):
