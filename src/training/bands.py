@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 # The data keys that do not change what is trained: where the text is and how validation is batched.
 NOT_DECIDING_DATA = ("path", "cache_dir", "url", "sha256", "num_workers", "val_batch_size", "seed")
 TRAINER_KEYS = ("max_steps", "val_check_interval", "precision", "gradient_clip_val", "accumulate_grad_batches")
-WIDTH = 3.0  # the band: mean +- WIDTH std over the seeds
+WIDTH = 3.0  # the band: mean +- WIDTH std over the seeds (spreads: the std of a step and its neighbours)
 NEAR = 3  # a band whose config differs in at most this many keys is named when it does not apply
 # TensorBoard's CUSTOM SCALARS tab draws loss/val between band/low and band/high (a margin chart)
 MARGIN_TAGS = ("loss/val", "band/low", "band/high")
@@ -81,13 +81,25 @@ def find_band(folder: Path, key: dict[str, Any]) -> tuple[Path | None, Path | No
     return None, nearest[1], nearest[2]
 
 
-def bounds(stats: dict[str, float]) -> tuple[float, float]:
-    return stats["mean"] - WIDTH * stats["std"], stats["mean"] + WIDTH * stats["std"]
+def spreads(steps: dict[str, dict[str, float]]) -> dict[str, float]:
+    """The std each step's band is drawn with: the largest of its own and its neighbouring validations'
+    (step 0, the untrained model, aside). Five seeds estimate a spread poorly: at the default's step 1000
+    they landed within 0.003 of one another (std 0.0015, between 0.012 and 0.009 at its neighbours), and
+    mean +- 3 x 0.0015 called an unchanged run of another seed below the band."""
+    trained = sorted((s for s in steps if int(s) > 0), key=int)
+    spread = {s: float(stats["std"]) for s, stats in steps.items()}
+    for i, s in enumerate(trained):
+        spread[s] = max(float(steps[t]["std"]) for t in trained[max(i - 1, 0) : i + 2])
+    return spread
 
 
-def judge(loss: float, stats: dict[str, float], seeds: int) -> tuple[str, str]:
+def bounds(mean: float, std: float) -> tuple[float, float]:
+    return mean - WIDTH * std, mean + WIDTH * std
+
+
+def judge(loss: float, mean: float, std: float, seeds: int) -> tuple[str, str]:
     """("within" | "above" | "below", the line that says it)."""
-    low, high = bounds(stats)
+    low, high = bounds(mean, std)
     span = f"the band of {seeds} seeds, {low:.2f}-{high:.2f}"
     if loss > high:
         return "above", f"{loss:.4f}: above {span}: check your change"
@@ -139,6 +151,7 @@ class ReferenceBand(L.Callback):
                 shown = shown_path(nearest)
                 self.note = f"no reference band applies: this config differs from {shown}'s in {', '.join(differ)}"
             self.band = read_band(self.path) if self.path is not None else None
+        self.spread = spreads(self.band["steps"]) if self.band is not None else {}  # step -> the std drawn
         self.seen: dict[str, dict[str, Any]] = {}
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -156,8 +169,9 @@ class ReferenceBand(L.Callback):
         loss = trainer.callback_metrics.get("val/loss")
         if stats is None or loss is None:
             return
-        where, line = judge(float(loss), stats, len(self.band.get("seeds", [])) or stats.get("n", 0))
-        low, high = bounds(stats)
+        std = self.spread[str(trainer.global_step)]
+        where, line = judge(float(loss), stats["mean"], std, len(self.band.get("seeds", [])) or stats.get("n", 0))
+        low, high = bounds(stats["mean"], std)
         self.seen[str(trainer.global_step)] = {"val_loss": float(loss), "low": low, "high": high, "where": where}
         log.info(f"step {trainer.global_step:>6} | band: {line}")
         for logger in trainer.loggers:

@@ -9,7 +9,7 @@ import pytest
 
 from src.data.corpus import sha256_of
 from src.training.bands import config_key
-from tests.helpers import assert_refused, compose_training, run_main, scalars, shakespeare_file, tiny_training
+from tests.helpers import ROOT, assert_refused, compose_training, run_main, scalars, shakespeare_file, tiny_training
 
 QUIET = ("callbacks.sample_text=null", "callbacks.attention_maps=null", "sample.max_new_tokens=0", "explorer=false")
 # The tiny config's val loss at its three validations (its seed, 1337, measured 4.1996, 3.4119 and 3.3785).
@@ -101,3 +101,14 @@ def test_a_band_ignores_the_seed_and_where_a_run_writes_and_names_a_changed_key_
     )
     far = {**changed, "model.embedding_dim": 8, "optimizer.lr": 1.0, "data.batch_size": 2}
     assert ReferenceBand(str(folder), run_key=far).note == ""  # not a run of that config: nothing said
+
+
+def test_a_step_whose_seeds_landed_together_by_chance_takes_its_neighbours_spread():
+    from src.training.bands import bounds, spreads
+
+    band = json.loads((ROOT / "conf" / "bands" / "default.json").read_text())["steps"]
+    spread = spreads(band)
+    assert band["1000"]["std"] < 0.002 and spread["1000"] == band["750"]["std"]  # 0.0015 between 0.012 and 0.009
+    assert spread["0"] == band["0"]["std"] and spread["250"] == max(band[s]["std"] for s in ("250", "500"))
+    low, _ = bounds(band["1000"]["mean"], spread["1000"])
+    assert low < 1.8555  # seed 1337's val loss at step 1000, which 3 x 0.0015 called below the band
