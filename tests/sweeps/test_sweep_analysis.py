@@ -217,10 +217,10 @@ def test_the_sweep_plot_ticks_are_the_swept_values_and_seeds_do_not_share_a_spot
         assert len(spots) == len(rows) and len(set(spots)) == len(rows)
 
 
-
 def test_tick_labels_stay_short_up_to_a_flop_budget():
     labels = [compact(v) for v in (16, 0.003, 4160, 1.2e6, 5e11, 1e12, 2e12)]
     assert labels == ["16", "0.003", "4.16K", "1.2M", "500G", "1T", "2T"]  # not 1e+03G
+
 
 def heads_of(seed: int, induction_heads: int) -> dict:
     """result.json's "heads" as src/training/heads.py writes it."""
