@@ -70,12 +70,17 @@ def test_workers_share_one_study_each_trial_its_own_run(tmp_path, storage):
     for i, worker in enumerate(started):
         assert worker.wait(timeout=600) == 0, (tmp_path / f"worker{i}.log").read_text()[-3000:]
     study = load(storage, tmp_path.name)
-    assert sorted(t.number for t in study.trials) == list(range(n_trials))  # unique, n_trials in all, none surplus
-    assert {t.state for t in study.trials} == {optuna.trial.TrialState.COMPLETE}
+    ran = [t for t in study.trials if "not_run" not in t.user_attrs]
+    assert sorted(t.number for t in ran) == list(range(n_trials))  # unique, n_trials in all
+    assert {t.state for t in ran} == {optuna.trial.TrialState.COMPLETE}
+    # A worker that asked for a trial as another took the last one gets a number past n_trials (Optuna has no
+    # atomic cap): it is failed without running (src/sweeps/search.py), as happened in CI once on PostgreSQL
+    surplus = [t for t in study.trials if "not_run" in t.user_attrs]
+    assert all(t.number >= n_trials and t.state == optuna.trial.TrialState.FAIL for t in surplus)
     runs = [trial_dirs(tmp_path / f"worker{i}") for i in range(workers)]
     assert sorted(n for r in runs for n in r) == list(range(n_trials))  # each trial ran once, in one worker
     assert sum(bool(r) for r in runs) >= 2  # the study was shared, not run by one worker
-    for trial in study.trials:
+    for trial in ran:
         (run_dir,) = [r[trial.number] for r in runs if trial.number in r]
         assert trial.user_attrs["run_dir"] == str(run_dir)
         result = json.loads((run_dir / "result.json").read_text())
