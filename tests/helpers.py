@@ -86,6 +86,7 @@ def command_state() -> Iterator[None]:
     raise_exceptions, dtype = logging.raiseExceptions, torch.get_default_dtype()
     matmul = torch.get_float32_matmul_precision()
     locks = open_locks()
+    forget_sweep()  # a test that ran a sweep's job directly (run_job) leaves its jobs there: not this command's
     try:
         with warnings.catch_warnings():
             yield
@@ -126,12 +127,17 @@ def release_process_state(locks_before: set[int]) -> None:
     """What the kernel and a fresh interpreter give the next command: its locks released, no sweep state."""
     for fd in open_locks() - locks_before:
         os.close(fd)
-    sweep = getattr(sys.modules.get("src.sweeps.summary"), "SWEEP", None)  # one sweep per process, by design
-    if sweep is not None:
-        sweep.__dict__.update(type(sweep)().__dict__)
+    forget_sweep()
     held = getattr(sys.modules.get("src.run.rundir"), "HELD", None)  # locks taken, not yet held by a run
     if isinstance(held, dict):
         held.clear()
+
+
+def forget_sweep() -> None:
+    """A fresh process's sweep state (src/sweeps/summary.py's SWEEP: one sweep per process, by design)."""
+    sweep = getattr(sys.modules.get("src.sweeps.summary"), "SWEEP", None)
+    if sweep is not None:
+        sweep.__dict__.update(type(sweep)().__dict__)
 
 
 def run_main(module: str, *overrides: str, env: dict | None = None) -> subprocess.CompletedProcess:
