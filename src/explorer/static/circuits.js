@@ -35,24 +35,15 @@ function mm(A, B, n, k, m) {
   return out;
 }
 
-/** M minus the mean of each column (over its R rows), in place: centred over the first axis. */
-function centreOverRows(M, R, C) {
-  for (let c = 0; c < C; c++) {
+/** M (R, C) minus its mean along `axis`, in place, as numpy's M - M.mean(axis, keepdims=True): axis 0,
+ * each column's mean over its R rows; axis 1, each row's mean over its C columns. */
+function centre(M, R, C, axis) {
+  const [lines, length, lineStep, step] = axis === 0 ? [C, R, 1, C] : [R, C, C, 1];
+  for (let l = 0; l < lines; l++) {
     let mean = 0;
-    for (let r = 0; r < R; r++) mean += M[r * C + c];
-    mean /= R;
-    for (let r = 0; r < R; r++) M[r * C + c] -= mean;
-  }
-  return M;
-}
-
-/** M minus the mean of each row (over its C columns), in place: centred over the last axis. */
-function centreOverColumns(M, R, C) {
-  for (let r = 0; r < R; r++) {
-    let mean = 0;
-    for (let c = 0; c < C; c++) mean += M[r * C + c];
-    mean /= C;
-    for (let c = 0; c < C; c++) M[r * C + c] -= mean;
+    for (let i = 0; i < length; i++) mean += M[l * lineStep + i * step];
+    mean /= length;
+    for (let i = 0; i < length; i++) M[l * lineStep + i * step] -= mean;
   }
   return M;
 }
@@ -79,11 +70,11 @@ function foldedWeights(model) {
   const kv = config.num_kv_heads || H, dKV = kv * dK;
   const E = model.weight("embedding.E");
   const WE = Float64Array.from(E, (x) => x * model.embeddingScale); // (V, d)
-  if (centred) centreOverColumns(WE, V, d);
+  if (centred) centre(WE, V, d, 1);
   const finalGain = seed ? null : model.weight("ln_f.gain");
   const readout = seed ? model.weight("W_out") : model.weight("W_vocab") ?? transpose(E, V, d); // (d, V)
   const WU = columnBlock(readout, d, V, 0, V, finalGain);
-  if (!config.logit_softcap) centreOverColumns(WU, d, V); // TransformerLens's center_unembed: softmax ignores a shift
+  if (!config.logit_softcap) centre(WU, d, V, 1); // TransformerLens's center_unembed: softmax ignores a shift
   const layers = [];
   for (let l = 0; l < L; l++) {
     const p = seed ? "" : `blocks.${l}.`;
@@ -92,10 +83,10 @@ function foldedWeights(model) {
     const heads = [];
     for (let h = 0; h < H; h++) {
       const shared = Math.floor(h / (H / kv));
-      const read = (name, width, head) => { const M = columnBlock(W(name), d, width, head * dK, dK, gain); return centred ? centreOverRows(M, d, dK) : M; };
+      const read = (name, width, head) => { const M = columnBlock(W(name), d, width, head * dK, dK, gain); return centred ? centre(M, d, dK, 0) : M; };
       // without W_O (the notes' seed) head h's context is columns h d_head .. of the output: W_O^h = [0 I 0]
       const WO = W("W_O") ? rowBlock(W("W_O"), d, h * dK, dK) : placed(dK, d, h * dK);
-      if (centred && !seed) centreOverColumns(WO, dK, d); // what the heads write, only LayerNorms read (seed: W_out reads it)
+      if (centred && !seed) centre(WO, dK, d, 1); // what the heads write, only LayerNorms read (seed: W_out reads it)
       const EV = model.weight(p + "E_V"); // (V, k d_head): value embeddings, or absent
       heads.push({
         WQ: read("W_Q", d, h), WK: read("W_K", dKV, shared), WV: read("W_V", dKV, shared), WO,

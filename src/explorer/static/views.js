@@ -1146,10 +1146,10 @@ function drawCircuits() {
   if (model.config.kind === "seed") parts.push(el("p", { class: "hint" }, "The notes' model has no residual stream: every logit goes through a head, so there is no direct path."));
   else if (c.direct) {
     const { table, count } = excerptBigrams();
-    const r = correlation(centreOverColumns(Float64Array.from(c.direct), V, V), centreOverColumns(Float64Array.from(table), V, V)); // each row centred, as circuits.py does
+    const r = correlation(centre(Float64Array.from(c.direct), V, V, 1), centre(Float64Array.from(table), V, V, 1)); // each row centred, as circuits.py does
     parts.push(el("div", { class: "side-maps" },
       figure(c.direct, "direct", "W_E W_U: the logits the embedding alone gives the next character, through no head. Row: the current character, column: the next."),
-      figure(centreOverColumns(Float64Array.from(table), V, V), "bigram", `log p(next | current) over the excerpt's ${count.toLocaleString("en-US")} characters (add-one smoothed), each row minus its mean as a logit's row may be: only differences within a row change a prediction.`)),
+      figure(centre(Float64Array.from(table), V, V, 1), "bigram", `log p(next | current) over the excerpt's ${count.toLocaleString("en-US")} characters (add-one smoothed), each row minus its mean as a logit's row may be: only differences within a row change a prediction.`)),
       el("p", { id: "direct-correlation" }, `correlation of the two tables: r = ${fmt(r)}` + (typeof c.runCorrelation === "number" ? `; the run's own, against its training text: ${fmt(c.runCorrelation)}` : "")));
   }
   parts.push(el("h3", {}, "Every head's positivity"), positivityTable(c.positivity, [l, h]));
