@@ -70,6 +70,9 @@ def train_lines(log_dir: Path, *extra: str) -> str:
 
 
 def errors(text: str) -> list[str]:
+    """The run's error lines. srun writes its "slurmstepd-...: error: *** STEP ... CANCELLED ... ***" notice
+    between the bytes it relays from the task, so the notice can land inside one of the run's lines."""
+    text = re.sub(r"slurmstepd\S*: error: \*\*\* .*? \*\*\*\n?", "", text)
     return [line for line in text.splitlines() if line.startswith("error:") or "Traceback" in line]
 
 

@@ -528,6 +528,7 @@ def test_the_attention_tables_list_the_heaviest_keys_first_and_every_key_on_requ
     assert len(side) == 8 and [max(r) for r in side] == sorted((max(r) for r in side), reverse=True)
     page.click("#att-steps .keys-toggle")  # every key, in position order
     page.evaluate("window.scratchgpt.settled()")
+    show(page, "attention-section", "heads-section")  # the click scrolled the side table out of sight
     keys = page.eval_on_selector_all("table.steps tr", "rs => rs.slice(1).map(r => r.cells[0].textContent)")
     assert keys == [str(j) for j in range(16)]
     assert page.locator("table.side-table tr").count() == 1 + 16
