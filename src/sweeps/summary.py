@@ -4,6 +4,7 @@ starts, SIGINT or SIGTERM between jobs stops it, and at its end the jobs' result
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import signal
@@ -18,7 +19,7 @@ from omegaconf import DictConfig
 from src.rules import RunDirInUse
 from src.run.points import name_of, sweep_points, swept_keys
 from src.run.record import read_result, same_job
-from src.run.rundir import lock_run_dir
+from src.run.rundir import LOCK, lock_run_dir
 from src.sweeps.resources import sweep_size
 from src.training import STOP_SIGNALS, exit_status
 
@@ -57,6 +58,7 @@ def stop_sweep(signum: int, frame: Any) -> None:
 def hold_sweep_dir(sweep_dir: Path) -> None:
     """Lock the sweep directory for this process's life (the kernel drops the lock, also on kill -9): a
     second sweep into it would read a live job's record as "interrupted" and resume it."""
+    made = [d for d in (sweep_dir.absolute(), *sweep_dir.absolute().parents) if not d.exists()]  # deepest first
     try:
         SWEEP.lock = lock_run_dir(sweep_dir)
     except RunDirInUse:
@@ -66,6 +68,21 @@ def hold_sweep_dir(sweep_dir: Path) -> None:
             file=sys.stderr,
         )
         sys.exit(2)
+    atexit.register(drop_if_unwritten, made, os.getpid())
+
+
+def drop_if_unwritten(made: list[Path], pid: int) -> None:
+    """At exit, the folders made for the sweep if it wrote nothing but its lock: Hydra sets up the launcher
+    and sweeper after the lock is taken, and their refusals (no sinfo, a storage that cannot be opened)
+    should leave nothing behind."""
+    if os.getpid() != pid or not made or not made[0].is_dir() or [p.name for p in made[0].iterdir()] != [LOCK]:
+        return
+    (made[0] / LOCK).unlink()
+    for folder in made:
+        try:
+            folder.rmdir()
+        except OSError:  # written meanwhile
+            return
 
 
 def other_jobs(config: DictConfig) -> list[tuple[int, str, str]]:

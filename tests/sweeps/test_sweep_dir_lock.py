@@ -8,6 +8,7 @@ from omegaconf import OmegaConf
 
 from src.sweeps.summary import SWEEP, start
 from src.training import STOP_SIGNALS
+from tests.helpers import run_cli
 
 
 def test_a_second_sweep_into_a_live_sweeps_directory_is_refused_in_one_line(tmp_path, capsys):
@@ -32,3 +33,14 @@ def test_a_second_sweep_into_a_live_sweeps_directory_is_refused_in_one_line(tmp_
         SWEEP.config = SWEEP.lock = None
         for s, handler in handlers.items():
             signal.signal(s, handler)
+
+
+def test_a_sweep_its_launcher_refuses_leaves_no_folder_behind(tmp_path):
+    """The lock is taken as the multirun starts, before Hydra sets up the launcher: a refusal there (sinfo
+    without a cluster) left the new sweep directory holding an empty .lock."""
+    sweep = tmp_path / "new" / "sweep"
+    env = {"SLURM_CONF": str(tmp_path / "no-cluster.conf")}
+    result = run_cli("train", "-m", "hydra/launcher=slurm", f"hydra.sweep.dir={sweep}", "model.num_heads=2,4", env=env)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.splitlines()[-1].startswith("error: hydra/launcher=slurm"), result.stderr[-2000:]
+    assert list(tmp_path.iterdir()) == [], list(tmp_path.rglob("*"))
