@@ -41,7 +41,16 @@ def name_of(overrides: Sequence[str], swept: set[str] | frozenset[str]) -> str:
     """A job's run name from its overrides: the swept ones (or all that set hyperparameters), short keys."""
     overrides = [o for o in overrides if not o.startswith(NOT_HYPERPARAMETERS)]
     chosen = [o for o in overrides if o.split("=", 1)[0] in swept] or overrides
-    return ",".join(o.split("=", 1)[0].rsplit(".", 1)[-1] + "=" + o.split("=", 1)[1] for o in chosen)
+    return ",".join(o.split("=", 1)[0].rsplit(".", 1)[-1] + "=" + shown(o.split("=", 1)[1]) for o in chosen)
+
+
+def shown(value: str) -> str:
+    """A value as short as it is exact: Hydra writes a swept 5e11 as 500000000000.0; `:g` gives 5e+11."""
+    try:
+        short = f"{float(value):g}"
+    except ValueError:
+        return value
+    return short if len(short) < len(value) and float(short) == float(value) else value
 
 
 def sweep_points(overrides: list[str]) -> list[list[str]]:

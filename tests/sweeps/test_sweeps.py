@@ -365,6 +365,7 @@ def test_the_isoflop_preset_trains_each_job_to_its_budget_and_fits_its_curves(tm
     assert result.returncode == 0, result.stderr[-3000:]
     records = [json.loads((job / "result.json").read_text()) for job in job_dirs(sweep)]
     assert len(records) == 6 and {r["status"] for r in records} == {"ok"}
+    assert records[0]["run_name"] == "flops=3e+08,scale=1,seed=1"  # not as Hydra writes the float: 300000000.0
     for record in records:
         budget = float(next(o for o in record["overrides"] if o.startswith("trainer.flops=")).split("=")[1])
         step = record["flops_per_token"] * 8 * 16  # a step of 8 windows of 16 tokens
