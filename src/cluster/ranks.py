@@ -52,11 +52,12 @@ class RankWatch(L.Callback):
     its peer was gone: exit 137 and no line. The ranks' process ids are gathered once; SIGCHLD then looks at
     the dead child without reaping it (WNOWAIT), so Lightning's watch still sees it."""
 
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = run_dir
+    def __init__(self) -> None:
         self.previous: Any = None  # rank 0's SIGCHLD handler before this one
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.world_size == 1:  # one process: no rank to lose
+            return
         pids: list[int] = [0] * trainer.world_size
         torch.distributed.all_gather_object(pids, os.getpid())
         if trainer.global_rank != 0:
@@ -71,7 +72,7 @@ class RankWatch(L.Callback):
                 if info is None or info.si_code not in (os.CLD_KILLED, os.CLD_DUMPED):
                     continue  # alive, or ended as a rank ends (a stop signal makes every rank exit with its line)
                 how = f"killed by {signal.Signals(info.si_status).name}"
-                line = lost_rank(trainer, self.run_dir, rank=rank, how=how)
+                line = lost_rank(trainer, Path(trainer.default_root_dir), rank=rank, how=how)
                 os.write(2, f"error: {line}\n".encode())
                 os._exit(1)  # at once: unwinding would wait in a collective for the rank that is gone
 

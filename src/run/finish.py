@@ -188,10 +188,6 @@ def raise_if_interrupted(cfg: DictConfig, trainer: Any, lit: Any, started: float
 def stops_in_one_line(cfg: DictConfig, plan: preflight.Plan, trainer: Any, started: float) -> Iterator[None]:
     """A run stopped by a signal, a lost DDP rank or a full disk ends in one line naming what is kept."""
     run_dir = Path(cfg.paths.output_dir)
-    if trainer.world_size > 1:  # the cluster wing: a rank that dies is named by rank 0 at once
-        from src.cluster.ranks import RankWatch
-
-        trainer.callbacks.append(RankWatch(run_dir))
     try:
         yield
     except TrainingInterrupted as stop:
