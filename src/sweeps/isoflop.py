@@ -190,7 +190,7 @@ def best_sizes(rows: list[dict[str, Any]]) -> str:
         edge = " (the smallest swept)" if n == min(sizes) else " (the largest swept)" if n == max(sizes) else ""
         tokens = statistics.fmean(t for _, t in runs)
         mean = statistics.fmean(loss for loss, _ in runs)
-        lines.append(f"| {budget:.3g} | {len(sizes)} | {n:,}{edge} | {mean:.4f} | {tokens:,.0f} | {tokens / n:,.0f} |")
+        lines.append(f"| {budget:.3g} | {len(sizes)} | {n:,}{edge} | {mean:.4f} | {tokens:,.0f} | {tokens / n:,.1f} |")
     return "\n".join(lines)
 
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from src.sweeps.isoflop import IsoFlopRefused, fit_parabola, isoflop_fit, isoflop_text
+from src.sweeps.isoflop import IsoFlopRefused, best_sizes, fit_parabola, isoflop_fit, isoflop_text
 
 BUDGETS = (1e12, 1e13, 1e14)
 SIZES = (3e4, 1e5, 3e5, 1e6, 3e6)
@@ -101,3 +101,11 @@ def test_fewer_than_two_budgets_fitted_is_refused_in_one_line():
         "least 2 (budget 1e+12 (seed 1): the best size is the smallest swept (N = 100,000), so the minimum lies "
         "outside the sweep: sweep smaller sizes or a larger budget)"
     )
+
+
+def test_a_budget_smaller_than_its_model_shows_its_tokens_per_parameter():
+    """3,200 tokens for 14,464 parameters read "0" in the table of best sizes."""
+    counts = {"all": 14464, "non_embedding": 13000, "transformer": 12000}
+    row = {"job": 0, "overrides": ["trainer.flops=3e+08"], "status": "ok", "best_val_loss": 4.05}
+    table = best_sizes([row | {"parameter_counts": counts, "tokens": 3200}])
+    assert table.splitlines()[-1] == "| 3e+08 | 1 | 14,464 (the smallest swept) | 4.0500 | 3,200 | 0.2 |"
