@@ -149,8 +149,9 @@ def isoflop_fit(rows: list[dict[str, Any]]) -> IsoFlop:
             for seed in seeds:
                 mine = [(counts[count], tokens, loss) for counts, tokens, loss, s in jobs if s == seed]
                 sizes = [n for n, _, _ in mine]
+                label = f"{budget:.3g}" + (f" (seed {seed})" if seed else "")  # a sweep of one seed: none
                 try:
-                    parabola = fit_parabola(sizes, [loss for *_, loss in mine], f"{budget:.3g} (seed {seed or '-'})")
+                    parabola = fit_parabola(sizes, [loss for *_, loss in mine], label)
                 except IsoFlopRefused as refused:
                     fit.left_out.setdefault(budget, str(refused))
                     break

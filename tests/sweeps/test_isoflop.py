@@ -109,3 +109,11 @@ def test_a_budget_smaller_than_its_model_shows_its_tokens_per_parameter():
     row = {"job": 0, "overrides": ["trainer.flops=3e+08"], "status": "ok", "best_val_loss": 4.05}
     table = best_sizes([row | {"parameter_counts": counts, "tokens": 3200}])
     assert table.splitlines()[-1] == "| 3e+08 | 1 | 14,464 (the smallest swept) | 4.0500 | 3,200 | 0.2 |"
+
+
+def test_a_sweep_without_swept_seeds_names_its_budgets_without_one():
+    """It read "budget 3e+08 (seed -) has 1 model size(s)"."""
+    unseeded = [r | {"overrides": r["overrides"][:2]} for r in rows(sizes=SIZES[:2], seeds=(1,))]
+    text, fit = isoflop_text(unseeded)
+    assert fit is None and "budget 1e+12 has 2 model size(s): a parabola in log N needs at least 3" in text
+    assert "seed" not in text.splitlines()[-1]
