@@ -97,9 +97,8 @@ def bounds(mean: float, std: float) -> tuple[float, float]:
     return mean - WIDTH * std, mean + WIDTH * std
 
 
-def judge(loss: float, mean: float, std: float, seeds: int) -> tuple[str, str]:
-    """("within" | "above" | "below", the line that says it)."""
-    low, high = bounds(mean, std)
+def judge(loss: float, low: float, high: float, seeds: int) -> tuple[str, str]:
+    """("within" | "above" | "below", the line that says it), against the band low-high."""
     span = f"the band of {seeds} seeds, {low:.2f}-{high:.2f}"
     if loss > high:
         return "above", f"{loss:.4f}: above {span}: check your change"
@@ -170,8 +169,8 @@ class ReferenceBand(L.Callback):
         if stats is None or loss is None:
             return
         std = self.spread[str(trainer.global_step)]
-        where, line = judge(float(loss), stats["mean"], std, len(self.band.get("seeds", [])) or stats.get("n", 0))
         low, high = bounds(stats["mean"], std)
+        where, line = judge(float(loss), low, high, len(self.band.get("seeds", [])) or stats.get("n", 0))
         self.seen[str(trainer.global_step)] = {"val_loss": float(loss), "low": low, "high": high, "where": where}
         log.info(f"step {trainer.global_step:>6} | band: {line}")
         for logger in trainer.loggers:
