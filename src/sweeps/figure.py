@@ -160,7 +160,7 @@ def sweep_figure(
         title += f"; loss vs size: L(N) = a·N^-alpha + c, alpha = {fit.alpha:.3f}"
     elif done:
         title += "; no power-law fit of loss against size (summary.md says why)"
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(title, fontsize=10, wrap=True)  # within the figure: one swept key draws one narrow column
     fig.tight_layout()
     return fig
 

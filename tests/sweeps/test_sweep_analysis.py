@@ -217,6 +217,17 @@ def test_the_sweep_plot_ticks_are_the_swept_values_and_seeds_do_not_share_a_spot
         assert len(spots) == len(rows) and len(set(spots)) == len(rows)
 
 
+def test_the_title_of_a_one_column_plot_stays_inside_it():
+    """A sweep of one key over models of one size draws one column, 4 inches wide: its title ran off both sides."""
+    rows = [job(i, loss, 14_464, f"trainer.flops={c}") for i, (c, loss) in enumerate(((3e8, 4.05), (6e8, 3.66)))]
+    figure = sweep_figure(rows, ["trainer.flops"])
+    assert len(figure.axes) == 1
+    figure.canvas.draw()
+    (title,) = figure.texts
+    box, page = title.get_window_extent(), figure.bbox
+    assert page.x0 <= box.x0 and box.x1 <= page.x1 and "no power-law fit" in title.get_text()
+
+
 def test_tick_labels_stay_short_up_to_a_flop_budget():
     labels = [compact(v) for v in (16, 0.003, 4160, 1.2e6, 5e11, 1e12, 2e12)]
     assert labels == ["16", "0.003", "4.16K", "1.2M", "500G", "1T", "2T"]  # not 1e+03G
